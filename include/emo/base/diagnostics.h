@@ -1,0 +1,77 @@
+// Per-event problems, counted in one declared table (STYLE §7): a malformed or surprising event
+// is never fatal; it increments a named counter that the user sees in `analyze --json`.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace emo {
+
+enum class Severity : uint8_t { kInfo, kWarning, kError };
+std::string_view SeverityName(Severity s);
+
+// Every diagnostic EMO can count. Add new ones here and in kDiagnosticSpecs (diagnostics.cc).
+enum class Diag : uint16_t {
+  kJsonEventSkipped,          // an element of traceEvents that is not an object or lacks ph
+  kEventMissingField,         // an X event without ts / dur / name
+  kBadTimestamp,              // ts or dur not a number
+  kNegativeDuration,          // dur < 0 (clamped to 0)
+  kUnknownCategory,           // cat not handled (counted, ignored)
+  kPythonFunctionIgnored,     // python_function events (with_stack) are not graph nodes
+  kGpuOpMissingStream,        // kernel/memcpy/memset without args.stream or args.device
+  kGpuOpMissingCorrelation,   // GPU op without a correlation id
+  kGpuOpUnlaunched,           // GPU op whose correlation names no runtime/driver call
+  kLaunchUnmatched,           // launch API call with no GPU op (op outside the trace window)
+  kNegativeLaunchLatency,     // GPU op starts before its launch call (clock skew; clamped)
+  kStreamOverlap,             // two ops on one stream overlap in time (clamped to FIFO)
+  kCpuOverlapNotNested,       // CPU events on one thread overlap without nesting
+  kSyncUnresolved,            // cuda_sync with wait_on_* = -1 (CUDA >= 12.9 Kineto)
+  kWaitEdgeExact,             // cross-stream edge from resolved wait_on_* fields
+  kWaitEdgeRecordPair,        // fallback rule (a): cudaEventRecord on the same thread
+  kWaitEdgeLastLaunch,        // fallback rule (a'): last op launched on another stream
+  kWaitEdgeNone,              // stream wait with no source found (no edge made)
+  kSyncEdgeContext,           // device sync → every stream's last op
+  kSyncEdgeStream,            // stream sync → the stream's last op
+  kSyncEdgeEvent,             // event sync → the recorded op
+  kSyncEdgeBlockingCall,      // blocking call without a sync record (memcpy, item())
+  kCudaGraphKernels,          // kernels launched by cudaGraphLaunch (one correlation, many)
+  kCollectiveKernels,         // NCCL kernels with collective metadata
+  kFlowMismatch,              // ac2g flow disagrees with the correlation join
+  kIterationMarkerMissing,    // no ProfilerStep/regex marker: the whole trace is one iteration
+  kIterationPartial,          // iteration cut by the trace window
+  kCount
+};
+
+struct DiagnosticSpec {
+  Diag id;
+  std::string_view name;
+  Severity severity;
+  std::string_view description;
+};
+
+const DiagnosticSpec& SpecOf(Diag d);
+
+// Counters of one run (one trace file or one analysis), indexed by Diag.
+class Diagnostics {
+ public:
+  void Add(Diag d, uint64_t n = 1) { counts_[static_cast<size_t>(d)] += n; }
+  uint64_t Count(Diag d) const { return counts_[static_cast<size_t>(d)]; }
+  void Merge(const Diagnostics& other);
+
+  struct Row {
+    std::string_view name;
+    Severity severity;
+    uint64_t count;
+    std::string_view description;
+  };
+  // Non-zero counters, in declaration order.
+  std::vector<Row> Rows() const;
+
+ private:
+  std::array<uint64_t, static_cast<size_t>(Diag::kCount)> counts_{};
+};
+
+}  // namespace emo

@@ -1,0 +1,16 @@
+// Reading whole files, transparently gunzipping `.gz` (detected by magic bytes, not name).
+#pragma once
+
+#include <string>
+
+#include "emo/base/status.h"
+
+namespace emo {
+
+// Reads `path` into memory; gzip streams (magic 1f 8b) are decompressed. Errors name the file.
+Result<std::string> ReadFileMaybeGzip(const std::string& path);
+
+// Writes `data` to `path`, or to stdout when path is "-".
+Status WriteFile(const std::string& path, const std::string& data);
+
+}  // namespace emo

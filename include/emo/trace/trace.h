@@ -1,0 +1,192 @@
+// The normalized, columnar Trace every reader produces (BRIEF stage 1). One Trace = one
+// process-level trace file of one rank. All times are int64 ns on one timeline; ids are dense
+// 32-bit indices into the tables below. Tables are sorted by start time (ties: longer first)
+// once the reader finishes (see Trace::Finalize).
+#pragma once
+
+#include <cstdint>
+#include <deque>
+#include <map>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <vector>
+
+#include "emo/base/diagnostics.h"
+#include "emo/base/ids.h"
+#include "emo/base/units.h"
+
+namespace emo::trace {
+
+using StringId = Id<struct StringTag>;
+using ThreadId = Id<struct ThreadTag>;
+using StreamId = Id<struct StreamTag>;
+using CpuEventId = Id<struct CpuEventTag>;
+using GpuOpId = Id<struct GpuOpTag>;
+using SyncId = Id<struct SyncTag>;
+using CollectiveId = Id<struct CollectiveTag>;
+
+// Interned strings (kernel and op names repeat thousands of times).
+class StringPool {
+ public:
+  StringPool() = default;
+  StringPool(const StringPool&) = delete;  // index_ holds views into strings_
+  StringPool& operator=(const StringPool&) = delete;
+  StringPool(StringPool&&) = default;
+  StringPool& operator=(StringPool&&) = default;
+  StringId Intern(std::string_view s);
+  std::string_view Get(StringId id) const { return strings_[id.value()]; }
+  size_t size() const { return strings_.size(); }
+
+ private:
+  std::deque<std::string> strings_;  // a deque keeps element addresses stable on growth
+  std::unordered_map<std::string_view, uint32_t> index_;  // views into strings_
+};
+
+// A CPU thread of the traced process.
+struct ThreadInfo {
+  int64_t pid = 0;
+  int64_t tid = 0;
+  std::string name;  // from thread_name metadata, may be empty
+};
+
+// A GPU stream (device, stream) as CUPTI numbers it.
+struct StreamInfo {
+  int32_t device = 0;
+  int64_t stream = 0;
+};
+
+enum class CpuKind : uint8_t {
+  kOp,          // cpu_op: a framework operator (aten::*, autograd nodes, record_param_comms)
+  kAnnotation,  // user_annotation: ProfilerStep#N, record_function regions
+  kRuntime,     // cuda_runtime: a CUDA runtime API call
+  kDriver,      // cuda_driver: a CUDA driver API call (cuLaunchKernel for Triton, ...)
+};
+
+// CPU-side events, columnar. Runtime/driver calls carry the CUPTI correlation id.
+struct CpuEventTable {
+  std::vector<ThreadId> thread;
+  std::vector<CpuKind> kind;
+  std::vector<StringId> name;
+  std::vector<TimeNs> start;
+  std::vector<TimeNs> end;
+  std::vector<int64_t> correlation;  // -1 when none
+  std::vector<int64_t> external_id;  // -1 when none
+  std::vector<int32_t> cbid;         // CUPTI callback id for runtime/driver, -1 otherwise
+  size_t size() const { return start.size(); }
+};
+
+enum class GpuKind : uint8_t { kKernel, kMemcpy, kMemset };
+
+// Launch configuration of a kernel (zeros for memcpy/memset).
+struct LaunchConfig {
+  int32_t grid[3] = {0, 0, 0};
+  int32_t block[3] = {0, 0, 0};
+  int32_t registers_per_thread = 0;
+  int32_t shared_memory = 0;
+};
+
+// GPU operations (kernels, memcpys, memsets), columnar.
+struct GpuOpTable {
+  std::vector<GpuKind> kind;
+  std::vector<StringId> name;
+  std::vector<StreamId> stream;
+  std::vector<TimeNs> start;
+  std::vector<TimeNs> end;
+  std::vector<int64_t> correlation;  // -1 when none
+  std::vector<int64_t> external_id;  // -1 when none
+  std::vector<LaunchConfig> launch;
+  std::vector<int64_t> bytes;            // memcpy/memset bytes, 0 otherwise
+  std::vector<int64_t> graph_id;         // CUDA graph id, -1 when not in a graph
+  std::vector<CollectiveId> collective;  // invalid when not a collective kernel
+  size_t size() const { return start.size(); }
+};
+
+enum class SyncKind : uint8_t { kStreamWaitEvent, kEventSync, kStreamSync, kContextSync, kUnknown };
+std::string_view SyncKindName(SyncKind k);
+
+// cuda_sync records (the host API interval; not GPU execution time).
+struct SyncTable {
+  std::vector<SyncKind> kind;
+  std::vector<int32_t> device;
+  std::vector<int64_t> stream;                // -1 when n/a (context sync, event sync)
+  std::vector<TimeNs> start;
+  std::vector<TimeNs> end;
+  std::vector<int64_t> correlation;           // correlation of the sync API call
+  std::vector<int64_t> wait_on_stream;        // -1 when unresolved
+  std::vector<int64_t> wait_on_record_corr;   // correlation of cudaEventRecord, -1 unresolved
+  std::vector<int64_t> event_id;              // wait_on_cuda_event_id, -1 when none
+  size_t size() const { return start.size(); }
+};
+
+// GPU-side annotation ranges (gpu_user_annotation: ProfilerStep#N projected onto a stream).
+struct GpuAnnotation {
+  StringId name;
+  StreamId stream;
+  TimeNs start = 0;
+  TimeNs end = 0;
+};
+
+// Collective metadata of one NCCL kernel (BRIEF stage 2: a collective carries its cross-rank
+// identity: process group + sequence number, or its order within the group when Seq is absent).
+struct CollectiveInfo {
+  std::string name;           // "allreduce", "send", "recv", "_allgather_base", ...
+  std::string process_group;  // Process Group Name, "" when absent
+  std::string pg_ranks;       // Process Group Ranks as written, e.g. "[0, 1]"
+  int64_t group_size = -1;
+  int64_t seq = -1;           // Seq when present
+  int64_t in_nelems = -1;
+  int64_t out_nelems = -1;
+  std::string dtype;
+  int64_t src_rank = -1;
+  int64_t dst_rank = -1;
+};
+
+// Whole-file facts.
+struct TraceMeta {
+  std::string source_path;
+  std::string format;          // "kineto-json", "nsys-sqlite", "emo"
+  int64_t rank = -1;           // distributedInfo.rank, -1 when single-process
+  int64_t world_size = -1;
+  std::string backend;         // distributedInfo.backend
+  std::vector<std::string> device_names;  // deviceProperties[].name by id
+  int64_t cuda_runtime_version = -1;
+  int64_t cuda_driver_version = -1;
+  int64_t cupti_version = -1;
+  bool record_shapes = false;
+  bool with_stack = false;
+  bool has_cuda_sync = false;  // any cuda_sync event present
+  bool rocm = false;           // a ROCm/HIP trace (flagged unsupported by analyses)
+  int64_t base_time_ns = 0;    // baseTimeNanoseconds (already added to every time)
+  int64_t raw_events = 0;      // traceEvents entries read
+};
+
+// The normalized trace of one rank.
+struct Trace {
+  TraceMeta meta;
+  StringPool strings;
+  std::vector<ThreadInfo> threads;
+  std::vector<StreamInfo> streams;
+  CpuEventTable cpu;
+  GpuOpTable gpu;
+  SyncTable syncs;
+  std::vector<GpuAnnotation> gpu_annotations;
+  std::vector<CollectiveInfo> collectives;
+  Diagnostics diagnostics;
+
+  ThreadId InternThread(int64_t pid, int64_t tid);
+  StreamId InternStream(int32_t device, int64_t stream);
+
+  // Sorts every table by (start, -duration), remapping nothing else (ids are assigned after
+  // sorting, so readers call this exactly once, at the end).
+  void Finalize();
+
+  std::string_view Name(StringId id) const { return strings.Get(id); }
+
+ private:
+  std::map<std::pair<int64_t, int64_t>, uint32_t> thread_index_;
+  std::map<std::pair<int32_t, int64_t>, uint32_t> stream_index_;
+};
+
+}  // namespace emo::trace

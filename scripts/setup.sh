@@ -1,0 +1,18 @@
+#!/usr/bin/env bash
+# Installs the Debian 12 packages EMO builds and tests with (needs root; apt-get only).
+set -euo pipefail
+packages=(
+  build-essential cmake ninja-build pkg-config git python3
+  libsimdjson-dev nlohmann-json3-dev libcli11-dev libfmt-dev zlib1g-dev libsqlite3-dev
+  coinor-libcbc-dev libeigen3-dev libgtest-dev libgmock-dev libbenchmark-dev pybind11-dev
+)
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if ((${#missing[@]})); then
+  SUDO=""
+  [ "$(id -u)" -ne 0 ] && SUDO="sudo"
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
+fi

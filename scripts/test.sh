@@ -1,0 +1,9 @@
+#!/usr/bin/env bash
+# Installs the build dependencies, builds with warnings as errors, runs every test that needs
+# no GPU (ctest -LE gpu). ../shared beside the repository is read by data tests.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bash scripts/setup.sh
+cmake --preset ci >/dev/null
+cmake --build --preset ci -j "$(nproc)"
+ctest --preset ci

@@ -1,0 +1,90 @@
+#include "emo/trace/trace.h"
+
+#include <algorithm>
+#include <numeric>
+
+namespace emo::trace {
+
+StringId StringPool::Intern(std::string_view s) {
+  auto it = index_.find(s);
+  if (it != index_.end()) return StringId(it->second);
+  auto id = static_cast<uint32_t>(strings_.size());
+  strings_.emplace_back(s);
+  index_.emplace(strings_.back(), id);
+  return StringId(id);
+}
+
+std::string_view SyncKindName(SyncKind k) {
+  switch (k) {
+    case SyncKind::kStreamWaitEvent: return "Stream Wait Event";
+    case SyncKind::kEventSync: return "Event Sync";
+    case SyncKind::kStreamSync: return "Stream Sync";
+    case SyncKind::kContextSync: return "Context Sync";
+    case SyncKind::kUnknown: return "Unknown";
+  }
+  return "Unknown";
+}
+
+ThreadId Trace::InternThread(int64_t pid, int64_t tid) {
+  auto [it, inserted] = thread_index_.try_emplace({pid, tid}, static_cast<uint32_t>(threads.size()));
+  if (inserted) threads.push_back({pid, tid, {}});
+  return ThreadId(it->second);
+}
+
+StreamId Trace::InternStream(int32_t device, int64_t stream) {
+  auto [it, inserted] =
+      stream_index_.try_emplace({device, stream}, static_cast<uint32_t>(streams.size()));
+  if (inserted) streams.push_back({device, stream});
+  return StreamId(it->second);
+}
+
+namespace {
+
+// Order of rows by (start asc, end desc): parents before their nested children.
+template <typename Table>
+std::vector<uint32_t> SortedOrder(const Table& t) {
+  std::vector<uint32_t> order(t.size());
+  std::iota(order.begin(), order.end(), 0u);
+  std::stable_sort(order.begin(), order.end(), [&](uint32_t a, uint32_t b) {
+    if (t.start[a] != t.start[b]) return t.start[a] < t.start[b];
+    return t.end[a] > t.end[b];
+  });
+  return order;
+}
+
+template <typename T>
+void Permute(std::vector<T>& v, const std::vector<uint32_t>& order) {
+  std::vector<T> out;
+  out.reserve(v.size());
+  for (uint32_t i : order) out.push_back(std::move(v[i]));
+  v = std::move(out);
+}
+
+}  // namespace
+
+void Trace::Finalize() {
+  {
+    auto o = SortedOrder(cpu);
+    Permute(cpu.thread, o); Permute(cpu.kind, o); Permute(cpu.name, o);
+    Permute(cpu.start, o); Permute(cpu.end, o); Permute(cpu.correlation, o);
+    Permute(cpu.external_id, o); Permute(cpu.cbid, o);
+  }
+  {
+    auto o = SortedOrder(gpu);
+    Permute(gpu.kind, o); Permute(gpu.name, o); Permute(gpu.stream, o);
+    Permute(gpu.start, o); Permute(gpu.end, o); Permute(gpu.correlation, o);
+    Permute(gpu.external_id, o); Permute(gpu.launch, o); Permute(gpu.bytes, o);
+    Permute(gpu.graph_id, o); Permute(gpu.collective, o);
+  }
+  {
+    auto o = SortedOrder(syncs);
+    Permute(syncs.kind, o); Permute(syncs.device, o); Permute(syncs.stream, o);
+    Permute(syncs.start, o); Permute(syncs.end, o); Permute(syncs.correlation, o);
+    Permute(syncs.wait_on_stream, o); Permute(syncs.wait_on_record_corr, o);
+    Permute(syncs.event_id, o);
+  }
+  std::stable_sort(gpu_annotations.begin(), gpu_annotations.end(),
+                   [](const GpuAnnotation& a, const GpuAnnotation& b) { return a.start < b.start; });
+}
+
+}  // namespace emo::trace

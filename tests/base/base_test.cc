@@ -1,0 +1,95 @@
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <fstream>
+
+#include <zlib.h>
+
+#include "emo/base/diagnostics.h"
+#include "emo/base/file.h"
+#include "emo/base/ids.h"
+#include "emo/base/status.h"
+#include "emo/base/units.h"
+
+namespace emo {
+namespace {
+
+Result<int> Half(int x) {
+  if (x % 2 != 0) return InvalidArgument("odd");
+  return x / 2;
+}
+
+Result<int> Quarter(int x) {
+  EMO_ASSIGN_OR_RETURN(int h, Half(x));
+  EMO_ASSIGN_OR_RETURN(int q, Half(h));
+  return q;
+}
+
+TEST(StatusTest, ResultCarriesValueOrError) {
+  EXPECT_EQ(*Quarter(8), 2);
+  Result<int> bad = Quarter(6);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_EQ(bad.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(bad.status().ToString(), "invalid argument: odd");
+}
+
+TEST(UnitsTest, EnergyIsPowerTimesTime) {
+  Joules e = Watts(100.0) * Nanoseconds(2'000'000'000);
+  EXPECT_DOUBLE_EQ(e.value(), 200.0);
+  EXPECT_LT(Nanoseconds(1), Nanoseconds(2));
+}
+
+TEST(IdsTest, DefaultIsInvalid) {
+  struct Tag {};
+  Id<Tag> a;
+  EXPECT_FALSE(a.valid());
+  EXPECT_TRUE(Id<Tag>(3).valid());
+}
+
+TEST(DiagnosticsTest, RowsListNonZeroInOrder) {
+  Diagnostics d;
+  d.Add(Diag::kSyncUnresolved, 3);
+  d.Add(Diag::kJsonEventSkipped);
+  auto rows = d.Rows();
+  ASSERT_EQ(rows.size(), 2u);
+  EXPECT_EQ(rows[0].name, "json_event_skipped");
+  EXPECT_EQ(rows[1].name, "sync_unresolved");
+  EXPECT_EQ(rows[1].count, 3u);
+}
+
+TEST(FileTest, ReadsGzipAndPlain) {
+  std::string plain = ::testing::TempDir() + "/emo_plain.txt";
+  std::string gz = ::testing::TempDir() + "/emo_text.gz";
+  { std::ofstream(plain) << "hello"; }
+  gzFile f = gzopen(gz.c_str(), "wb");
+  ASSERT_NE(f, nullptr);
+  gzputs(f, "hello gz");
+  gzclose(f);
+  EXPECT_EQ(*ReadFileMaybeGzip(plain), "hello");
+  EXPECT_EQ(*ReadFileMaybeGzip(gz), "hello gz");
+  auto missing = ReadFileMaybeGzip("/nonexistent/x.json");
+  ASSERT_FALSE(missing.ok());
+  EXPECT_NE(missing.status().message().find("/nonexistent/x.json"), std::string::npos);
+}
+
+TEST(FileTest, TruncatedGzipIsAnError) {
+  std::string gz = ::testing::TempDir() + "/emo_trunc.gz";
+  gzFile f = gzopen(gz.c_str(), "wb");
+  ASSERT_NE(f, nullptr);
+  std::string big(100000, 'x');
+  for (size_t i = 0; i < big.size(); ++i) big[i] = static_cast<char>('a' + (i * 7919) % 26);
+  gzwrite(f, big.data(), static_cast<unsigned>(big.size()));
+  gzclose(f);
+  std::string data = *ReadFileMaybeGzip(gz + "");  // sanity: full file reads
+  ASSERT_EQ(data.size(), big.size());
+  // Cut the compressed file in half.
+  std::ifstream in(gz, std::ios::binary);
+  std::string bytes((std::istreambuf_iterator<char>(in)), {});
+  std::ofstream(gz, std::ios::binary) << bytes.substr(0, bytes.size() / 2);
+  auto r = ReadFileMaybeGzip(gz);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), StatusCode::kParseError);
+}
+
+}  // namespace
+}  // namespace emo

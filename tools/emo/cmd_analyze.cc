@@ -1,0 +1,4 @@
+#include "commands.h"
+namespace emo::cli {
+void SetupAnalyze(CLI::App&, int&) {}
+}

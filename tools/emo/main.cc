@@ -1,0 +1,30 @@
+// emo: energy-minimal clocks for GPU AI workloads. Thin CLI: each subcommand parses its flags
+// and calls one library entry point (see cmd_*.cc).
+#include <cstdio>
+
+#include "commands.h"
+
+namespace {
+
+constexpr emo::cli::CommandSpec kCommands[] = {
+    {"analyze", emo::cli::SetupAnalyze},
+    {"whatif", emo::cli::SetupWhatif},
+};
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{
+      "EMO: finds the slack in a GPU workload's trace and plans per-pack SM clocks that cut\n"
+      "energy within a latency target. Run `emo <command> --help` for each command."};
+  app.require_subcommand(1);
+  app.set_version_flag("--version", "emo 0.1.0");
+  int exit_code = 0;
+  for (const auto& command : kCommands) command.setup(app, exit_code);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e);
+  }
+  return exit_code;
+}
