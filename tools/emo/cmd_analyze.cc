@@ -1,4 +1,99 @@
+// emo analyze: replay, slack and critical path of one or more traces.
+#include <fmt/format.h>
+
+#include <nlohmann/json.hpp>
+
+#include "cli_util.h"
 #include "commands.h"
+#include "emo/analysis/analyze.h"
+#include "emo/report/perfetto.h"
+
 namespace emo::cli {
-void SetupAnalyze(CLI::App&, int&) {}
+namespace {
+
+struct AnalyzeArgs {
+  std::vector<std::string> traces;
+  std::string iteration;
+  std::string json;
+  std::string perfetto;
+  double slack_threshold_us = 20.0;
+};
+
+void PrintSummary(const analysis::TraceAnalysis& a) {
+  const auto& m = a.trace->meta;
+  fmt::print("{}\n", m.source_path);
+  fmt::print("  iterations        {} ({}; steady = {})\n", a.iterations.iterations.size(),
+             a.iterations.from_marker ? "marker" : "no marker: whole trace",
+             a.iterations.iterations[a.steady].name);
+  fmt::print("  iteration time    measured {:.1f} us, replayed {:.1f} us, error {:.3f} %\n",
+             NsToUs(a.measured_ns()), NsToUs(a.replayed_ns()), a.replay_error_pct());
+  const auto& cp = a.steady_path;
+  double total = static_cast<double>(std::max<TimeNs>(1, cp.total()));
+  auto pct = [&](analysis::PathCategory c) {
+    return 100.0 * static_cast<double>(cp.time[static_cast<size_t>(c)]) / total;
+  };
+  fmt::print("  critical path     {:.1f} us: GPU {:.1f} %, comm {:.1f} %, CPU {:.1f} %, launch/idle {:.1f} %\n",
+             NsToUs(cp.total()), pct(analysis::PathCategory::kGpuCompute),
+             pct(analysis::PathCategory::kCommunication), pct(analysis::PathCategory::kCpu),
+             pct(analysis::PathCategory::kLaunch));
+  for (const auto& g : a.gpus) {
+    fmt::print("  GPU {}             busy {:.1f} ms, in slack windows {:.1f} ms ({} windows)\n", g.device,
+               NsToMs(g.busy_ns), NsToMs(g.slack_ns), g.windows.size());
+  }
+  fmt::print("  graph             {} nodes, {} edges\n", a.graph->num_nodes(), a.graph->num_edges());
+  for (const auto& row : a.AllDiagnostics().Rows()) {
+    if (row.severity == Severity::kInfo) continue;
+    fmt::print("  {:<8} {:<28} {:>7}  {}\n", SeverityName(row.severity), row.name, row.count, row.description);
+  }
 }
+
+int RunAnalyze(const AnalyzeArgs& args) {
+  analysis::AnalyzeOptions options;
+  options.iteration_regex = args.iteration;
+  options.slack_threshold_ns = static_cast<TimeNs>(args.slack_threshold_us * 1e3);
+  std::vector<analysis::TraceAnalysis> all;
+  for (const auto& path : args.traces) {
+    fmt::print(stderr, "emo analyze: reading {} ...\n", path);
+    auto a = analysis::AnalyzeTrace(path, options);
+    if (!a.ok()) return Fail("analyze", a.status());
+    all.push_back(std::move(a).value());
+  }
+  const bool json_to_stdout = args.json == "-";
+  if (!json_to_stdout) {
+    for (const auto& a : all) PrintSummary(a);
+  }
+  if (!args.perfetto.empty()) {
+    if (all.size() != 1) {
+      return Fail("analyze", InvalidArgument("--perfetto takes one trace (one output per rank for now)"));
+    }
+    Status st = report::WritePerfetto(all.front(), args.perfetto);
+    if (!st.ok()) return Fail("analyze", st);
+    if (!json_to_stdout) fmt::print("wrote {} (open in https://ui.perfetto.dev)\n", args.perfetto);
+  }
+  Status st = WriteJson(args.json, analysis::AnalysesToJson(all));
+  if (!st.ok()) return Fail("analyze", st);
+  return 0;
+}
+
+}  // namespace
+
+void SetupAnalyze(CLI::App& app, int& exit_code) {
+  auto args = std::make_shared<AnalyzeArgs>();
+  CLI::App* cmd = app.add_subcommand(
+      "analyze",
+      "Build the dependency graph of a trace, replay it, and report iteration time, replay error,\n"
+      "the critical path and per-GPU slack. TRACE: PyTorch-profiler (Kineto) JSON, .json or .json.gz;\n"
+      "one file per rank.");
+  cmd->add_option("traces", args->traces, "Trace files")->required()->check(CLI::ExistingFile);
+  cmd->add_option("--iteration", args->iteration,
+                  "ECMAScript regex on CPU annotation names marking iterations (default ^ProfilerStep#\\d+$)");
+  cmd->add_option("--json", args->json, "Write the JSON result to FILE ('-' = stdout)");
+  cmd->add_option("--perfetto", args->perfetto,
+                  "Write a Perfetto-loadable trace with critical-path flags and a slack counter track");
+  cmd->add_option("--slack-threshold-us", args->slack_threshold_us,
+                  "A GPU slack window needs every running op to have more slack than this (us)")
+      ->check(CLI::NonNegativeNumber);
+  cmd->callback([args, &exit_code] { exit_code = RunAnalyze(*args); });
+}
+
+}  // namespace emo::cli

@@ -21,6 +21,7 @@ enum class Diag : uint16_t {
   kNegativeDuration,          // dur < 0 (clamped to 0)
   kUnknownCategory,           // cat not handled (counted, ignored)
   kPythonFunctionIgnored,     // python_function events (with_stack) are not graph nodes
+  kCudaEventIgnored,          // cuda_event records (Kineto >= 2025-11) are not used yet
   kGpuOpMissingStream,        // kernel/memcpy/memset without args.stream or args.device
   kGpuOpMissingCorrelation,   // GPU op without a correlation id
   kGpuOpUnlaunched,           // GPU op whose correlation names no runtime/driver call
@@ -37,6 +38,8 @@ enum class Diag : uint16_t {
   kSyncEdgeStream,            // stream sync → the stream's last op
   kSyncEdgeEvent,             // event sync → the recorded op
   kSyncEdgeBlockingCall,      // blocking call without a sync record (memcpy, item())
+  kGpuContentionEdge,         // an op waited for another stream's op to free the GPU
+  kContentionEdgeDropped,     // a contention edge that would close a cycle
   kCudaGraphKernels,          // kernels launched by cudaGraphLaunch (one correlation, many)
   kCollectiveKernels,         // NCCL kernels with collective metadata
   kFlowMismatch,              // ac2g flow disagrees with the correlation join

@@ -1,0 +1,46 @@
+// Iterations: ProfilerStep#N (or a user regex on CPU annotations), the nodes of each, and
+// iteration times measured from a schedule.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "emo/analysis/replay.h"
+#include "emo/base/status.h"
+#include "emo/graph/graph.h"
+
+namespace emo::analysis {
+
+struct Iteration {
+  std::string name;
+  trace::ThreadId thread;  // the thread carrying the annotation
+  TimeNs start = 0;        // annotation interval (measured)
+  TimeNs end = 0;
+};
+
+// The iteration structure of one graph: iterations in time order and, per node, the index of
+// the iteration it belongs to (-1 when outside every iteration). A CPU node belongs to the
+// iteration whose annotation contains its start; a GPU op to the iteration of its launch call.
+struct IterationMap {
+  std::vector<Iteration> iterations;
+  std::vector<int32_t> node_iteration;
+  bool from_marker = true;  // false: no marker matched, the whole trace is one iteration
+};
+
+// Default marker: ^ProfilerStep#\d+$. `regex` (ECMAScript, searched) overrides it.
+Result<IterationMap> FindIterations(const graph::Graph& g, const std::string& regex);
+
+// End of every iteration under schedule `s`: max(the annotation end, shifted with the node of
+// the annotation's thread that contains it, and the end of every node of the iteration).
+std::vector<TimeNs> IterationEnds(const graph::Graph& g, const IterationMap& m, const Schedule& s);
+// Start of the first iteration under `s` (its annotation start, shifted like the ends).
+TimeNs FirstIterationStart(const graph::Graph& g, const IterationMap& m, const Schedule& s);
+
+// Per-iteration times: end[i] - end[i-1] (the period, right for loops where the CPU runs
+// ahead as well as for synchronized ones); the first is end[0] - start.
+std::vector<TimeNs> IterationTimes(const graph::Graph& g, const IterationMap& m, const Schedule& s);
+
+// Index of the steady-state iteration: the median of the measured iteration times.
+size_t SteadyIteration(const std::vector<TimeNs>& measured_times);
+
+}  // namespace emo::analysis

@@ -1,0 +1,52 @@
+// Slack, critical path and per-GPU slack windows over a replayed schedule (BRIEF stage 3).
+#pragma once
+
+#include <span>
+#include <vector>
+
+#include "emo/analysis/iterations.h"
+#include "emo/analysis/replay.h"
+#include "emo/graph/graph.h"
+
+namespace emo::analysis {
+
+// Latest finish time of every node such that no node in the window ends after `horizon`.
+// Nodes with window[v] == false (outside the analysed iterations) constrain nothing.
+// slack(v) = latest_finish[v] - schedule.end[v] (>= 0).
+struct SlackResult {
+  std::vector<TimeNs> latest_finish;
+  std::vector<TimeNs> slack;
+};
+SlackResult ComputeSlack(const graph::Graph& g, std::span<const TimeNs> durations,
+                         const Schedule& s, const std::vector<bool>& window, TimeNs horizon);
+
+enum class PathCategory : uint8_t { kGpuCompute, kCommunication, kCpu, kLaunch, kCount };
+
+// The critical path ending at `sink`, walked back along binding constraints until `from`.
+struct CriticalPath {
+  std::vector<graph::NodeId> nodes;  // in time order
+  // Time on the path per category (ns): GPU op durations (compute or NCCL communication),
+  // CPU intervals and API calls, launch latency and GPU idle gaps on edges.
+  TimeNs time[static_cast<size_t>(PathCategory::kCount)] = {};
+  TimeNs total() const;
+};
+CriticalPath FindCriticalPath(const graph::Graph& g, std::span<const TimeNs> durations,
+                              const Schedule& s, graph::NodeId sink, TimeNs from);
+
+// Per device: busy time (union of op intervals) and the part of it where every running op
+// has slack above `threshold_ns` (a window where lowering the clock costs no time).
+struct GpuSlack {
+  int32_t device = 0;
+  TimeNs busy_ns = 0;
+  TimeNs slack_ns = 0;
+  struct Window { TimeNs start, end; };
+  std::vector<Window> windows;
+};
+std::vector<GpuSlack> GpuSlackWindows(const graph::Graph& g, const Schedule& s,
+                                      const SlackResult& slack, const std::vector<bool>& window,
+                                      TimeNs threshold_ns);
+
+// True for NCCL (communication) kernels, by name.
+bool IsCommunicationKernel(std::string_view name);
+
+}  // namespace emo::analysis

@@ -1,0 +1,156 @@
+#include "emo/analysis/iterations.h"
+
+#include <algorithm>
+#include <numeric>
+#include <regex>
+
+#include <fmt/format.h>
+
+namespace emo::analysis {
+
+using graph::NodeKind;
+
+namespace {
+
+constexpr const char* kDefaultMarker = "^ProfilerStep#\\d+$";
+
+// Nodes of thread `th` (CPU nodes), in time order.
+std::vector<uint32_t> ThreadNodes(const graph::Graph& g, trace::ThreadId th) {
+  std::vector<uint32_t> out;
+  const auto& n = g.nodes();
+  for (uint32_t v = 0; v < n.size(); ++v) {
+    if (n.kind[v] != NodeKind::kGpuOp && n.resource[v] == th.value()) out.push_back(v);
+  }
+  return out;
+}
+
+// Maps a measured time on a thread to the replayed timeline: shifted with the CPU node that
+// contains it (or the last node before it).
+TimeNs ShiftOnThread(const graph::Graph& g, const std::vector<uint32_t>& nodes, const Schedule& s,
+                     TimeNs t) {
+  const auto& n = g.nodes();
+  auto it = std::upper_bound(nodes.begin(), nodes.end(), t,
+                             [&](TimeNs x, uint32_t v) { return x < n.start[v]; });
+  if (it == nodes.begin()) return t + (nodes.empty() ? 0 : s.start[nodes.front()] - n.start[nodes.front()]);
+  uint32_t v = *(it - 1);
+  if (t <= n.end[v]) return std::min(s.start[v] + (t - n.start[v]), s.end[v]);
+  return s.end[v] + (t - n.end[v]);
+}
+
+}  // namespace
+
+Result<IterationMap> FindIterations(const graph::Graph& g, const std::string& regex) {
+  const auto& t = g.trace();
+  std::regex re;
+  try {
+    re = std::regex(regex.empty() ? kDefaultMarker : regex, std::regex::ECMAScript);
+  } catch (const std::regex_error& e) {
+    return InvalidArgument(fmt::format("--iteration '{}' is not a valid regex ({})", regex, e.what()));
+  }
+  IterationMap m;
+  for (uint32_t i = 0; i < t.cpu.size(); ++i) {
+    if (t.cpu.kind[i] != trace::CpuKind::kAnnotation && t.cpu.kind[i] != trace::CpuKind::kOp) continue;
+    std::string_view name = t.Name(t.cpu.name[i]);
+    if (!std::regex_search(name.begin(), name.end(), re)) continue;
+    // Keep top-level matches only (a regex may match nested ranges).
+    if (!m.iterations.empty() && t.cpu.start[i] < m.iterations.back().end) continue;
+    m.iterations.push_back({std::string(name), t.cpu.thread[i], t.cpu.start[i], t.cpu.end[i]});
+  }
+  const auto& n = g.nodes();
+  m.node_iteration.assign(n.size(), -1);
+  if (m.iterations.empty()) {
+    m.from_marker = false;
+    TimeNs lo = INT64_MAX, hi = INT64_MIN;
+    for (uint32_t v = 0; v < n.size(); ++v) {
+      lo = std::min(lo, n.start[v]);
+      hi = std::max(hi, n.end[v]);
+      m.node_iteration[v] = 0;
+    }
+    m.iterations.push_back({"whole trace", trace::ThreadId::Invalid(), lo, hi});
+    return m;
+  }
+  auto iteration_at = [&](TimeNs time) -> int32_t {
+    auto it = std::upper_bound(m.iterations.begin(), m.iterations.end(), time,
+                               [](TimeNs x, const Iteration& itv) { return x < itv.start; });
+    if (it == m.iterations.begin()) return -1;
+    --it;
+    return time < it->end ? static_cast<int32_t>(it - m.iterations.begin()) : -1;
+  };
+  for (uint32_t v = 0; v < n.size(); ++v) {
+    if (n.kind[v] != NodeKind::kGpuOp) m.node_iteration[v] = iteration_at(n.start[v]);
+  }
+  for (uint32_t v = 0; v < n.size(); ++v) {
+    if (n.kind[v] != NodeKind::kGpuOp) continue;
+    // A GPU op belongs to the iteration of the call that launched it.
+    for (uint32_t ei : g.InEdges(graph::NodeId(v))) {
+      const auto& e = g.edges()[ei];
+      if (e.kind == graph::EdgeKind::kLaunch) m.node_iteration[v] = m.node_iteration[e.src.value()];
+    }
+  }
+  return m;
+}
+
+std::vector<TimeNs> IterationEnds(const graph::Graph& g, const IterationMap& m, const Schedule& s) {
+  const auto& n = g.nodes();
+  std::vector<TimeNs> ends(m.iterations.size(), INT64_MIN);
+  for (uint32_t v = 0; v < n.size(); ++v) {
+    int32_t it = m.node_iteration[v];
+    // CPU intervals are left out: the one after an iteration's last call reaches into the next.
+    if (it < 0 || n.kind[v] == NodeKind::kCpuInterval) continue;
+    ends[static_cast<size_t>(it)] = std::max(ends[static_cast<size_t>(it)], s.end[v]);
+  }
+  std::vector<trace::ThreadId> seen;
+  std::vector<std::vector<uint32_t>> thread_nodes;
+  for (size_t i = 0; i < m.iterations.size(); ++i) {
+    const auto& itv = m.iterations[i];
+    if (!itv.thread.valid()) continue;
+    auto pos = std::find(seen.begin(), seen.end(), itv.thread);
+    if (pos == seen.end()) {
+      seen.push_back(itv.thread);
+      thread_nodes.push_back(ThreadNodes(g, itv.thread));
+      pos = seen.end() - 1;
+    }
+    const auto& nodes = thread_nodes[static_cast<size_t>(pos - seen.begin())];
+    if (nodes.empty()) {
+      ends[i] = std::max(ends[i], itv.end);
+      continue;
+    }
+    ends[i] = std::max(ends[i], ShiftOnThread(g, nodes, s, itv.end));
+  }
+  for (size_t i = 0; i < ends.size(); ++i) {
+    if (ends[i] == INT64_MIN) ends[i] = i > 0 ? ends[i - 1] : m.iterations[i].end;
+  }
+  return ends;
+}
+
+TimeNs FirstIterationStart(const graph::Graph& g, const IterationMap& m, const Schedule& s) {
+  const auto& first = m.iterations.front();
+  if (!first.thread.valid()) {
+    TimeNs lo = INT64_MAX;
+    for (TimeNs x : s.start) lo = std::min(lo, x);
+    return lo;
+  }
+  auto nodes = ThreadNodes(g, first.thread);
+  if (nodes.empty()) return first.start;
+  return ShiftOnThread(g, nodes, s, first.start);
+}
+
+std::vector<TimeNs> IterationTimes(const graph::Graph& g, const IterationMap& m, const Schedule& s) {
+  std::vector<TimeNs> ends = IterationEnds(g, m, s);
+  std::vector<TimeNs> times(ends.size());
+  for (size_t i = 0; i < ends.size(); ++i) {
+    times[i] = ends[i] - (i == 0 ? FirstIterationStart(g, m, s) : ends[i - 1]);
+  }
+  return times;
+}
+
+size_t SteadyIteration(const std::vector<TimeNs>& measured_times) {
+  if (measured_times.empty()) return 0;
+  std::vector<size_t> idx(measured_times.size());
+  std::iota(idx.begin(), idx.end(), size_t{0});
+  std::stable_sort(idx.begin(), idx.end(),
+                   [&](size_t a, size_t b) { return measured_times[a] < measured_times[b]; });
+  return idx[(idx.size() - 1) / 2];
+}
+
+}  // namespace emo::analysis

@@ -1,0 +1,64 @@
+// Internal state shared by the graph builder's rule files (not a public header).
+#pragma once
+
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <vector>
+
+#include "emo/graph/graph.h"
+#include "emo/graph/graph_builder.h"
+
+namespace emo::graph {
+
+class GraphBuilder {
+ public:
+  GraphBuilder(const trace::Trace& t, const GraphOptions& o) : t_(t), o_(o) {}
+  Result<Graph> Build();
+
+ private:
+  // graph_builder.cc
+  void AddNodes();
+  void AddLaunchEdges();
+  void AddStreamOrderEdges();
+  void AddCrossThreadEdges();
+  void AddContentionEdges();
+  void AssignDelays();
+  void BuildAdjacency();
+  Status TopologicalSort();
+  std::string DescribeCycle(const std::vector<uint32_t>& indegree) const;
+  NodeId NewNode(NodeKind kind, uint32_t ref, uint32_t resource, TimeNs start, TimeNs end);
+  void AddEdge(NodeId src, NodeId dst, EdgeKind kind, Constraint c, TimeNs min_delay);
+
+  // sync_rules.cc
+  void AddSyncEdges();
+  void AddStreamWaitEdges(uint32_t sync_row);
+  void AddHostSyncEdgesFromRecords();
+  void AddHostSyncEdgesFromCalls();
+  // Adds a host-sync edge op -> call when consistent with the measured run; returns whether added.
+  bool AddHostSync(trace::GpuOpId op, trace::CpuEventId call);
+  NodeId NextOnThread(NodeId api) const;
+
+  // Launch-order lookups.
+  // The last op on `stream` launched strictly before time t, or invalid.
+  trace::GpuOpId LastLaunchedBefore(trace::StreamId stream, TimeNs t) const;
+  // The first op on `stream` launched at or after time t, or invalid.
+  trace::GpuOpId FirstLaunchedAfter(trace::StreamId stream, TimeNs t) const;
+  trace::CpuEventId ApiByCorrelation(int64_t correlation) const;
+  std::string_view ApiName(trace::CpuEventId ev) const { return t_.Name(t_.cpu.name[ev.value()]); }
+
+  const trace::Trace& t_;
+  GraphOptions o_;
+  Graph g_;
+
+  std::unordered_map<int64_t, uint32_t> api_by_corr_;
+  std::vector<TimeNs> launch_time_;                       // by GpuOpId
+  std::vector<trace::CpuEventId> launcher_;               // by GpuOpId
+  std::vector<std::vector<uint32_t>> stream_ops_;         // by StreamId: ops in launch order
+  std::vector<std::vector<TimeNs>> stream_launch_times_;  // parallel to stream_ops_
+  std::vector<std::vector<uint32_t>> thread_api_;         // by ThreadId: API calls in order
+  std::vector<std::vector<trace::StreamId>> device_streams_;  // by device index
+  std::unordered_map<uint32_t, uint32_t> next_on_thread_;    // API node -> following interval
+};
+
+}  // namespace emo::graph

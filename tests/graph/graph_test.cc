@@ -1,0 +1,227 @@
+// Graph rules and replay on small hand-built traces, where every edge and time is known.
+#include <gtest/gtest.h>
+
+#include "emo/analysis/replay.h"
+#include "emo/analysis/slack.h"
+#include "emo/analysis/whatif.h"
+#include "emo/graph/graph_builder.h"
+
+namespace emo {
+namespace {
+
+using trace::CpuKind;
+using trace::GpuKind;
+
+// A tiny trace builder: times in microseconds for readability.
+class TraceBuilder {
+ public:
+  TraceBuilder() { t_.meta.source_path = "synthetic"; }
+  int64_t Api(const char* name, double start_us, double end_us, int64_t corr = -1, int64_t tid = 1) {
+    auto& c = t_.cpu;
+    c.thread.push_back(t_.InternThread(1, tid));
+    c.kind.push_back(CpuKind::kRuntime);
+    c.name.push_back(t_.strings.Intern(name));
+    c.start.push_back(Ns(start_us));
+    c.end.push_back(Ns(end_us));
+    c.correlation.push_back(corr);
+    c.external_id.push_back(-1);
+    c.cbid.push_back(-1);
+    return corr;
+  }
+  void Annotation(const char* name, double start_us, double end_us) {
+    auto& c = t_.cpu;
+    c.thread.push_back(t_.InternThread(1, 1));
+    c.kind.push_back(CpuKind::kAnnotation);
+    c.name.push_back(t_.strings.Intern(name));
+    c.start.push_back(Ns(start_us));
+    c.end.push_back(Ns(end_us));
+    c.correlation.push_back(-1);
+    c.external_id.push_back(-1);
+    c.cbid.push_back(-1);
+  }
+  void Kernel(const char* name, int64_t stream, double start_us, double end_us, int64_t corr) {
+    auto& g = t_.gpu;
+    g.kind.push_back(GpuKind::kKernel);
+    g.name.push_back(t_.strings.Intern(name));
+    g.stream.push_back(t_.InternStream(0, stream));
+    g.start.push_back(Ns(start_us));
+    g.end.push_back(Ns(end_us));
+    g.correlation.push_back(corr);
+    g.external_id.push_back(-1);
+    g.launch.push_back({});
+    g.bytes.push_back(0);
+    g.graph_id.push_back(-1);
+    g.collective.push_back(trace::CollectiveId::Invalid());
+  }
+  void Sync(trace::SyncKind kind, int64_t stream, double start_us, double end_us, int64_t corr,
+            int64_t wait_on_stream = -1, int64_t record_corr = -1) {
+    auto& s = t_.syncs;
+    s.kind.push_back(kind);
+    s.device.push_back(0);
+    s.stream.push_back(stream);
+    s.start.push_back(Ns(start_us));
+    s.end.push_back(Ns(end_us));
+    s.correlation.push_back(corr);
+    s.wait_on_stream.push_back(wait_on_stream);
+    s.wait_on_record_corr.push_back(record_corr);
+    s.event_id.push_back(1);
+  }
+  trace::Trace Build() {
+    t_.Finalize();
+    return std::move(t_);
+  }
+  static TimeNs Ns(double us) { return static_cast<TimeNs>(us * 1000.0); }
+
+ private:
+  trace::Trace t_;
+};
+
+// Two streams: A on stream 7, then B on stream 20 waits for A through an event, then C on
+// stream 7 waits for B through an event; C is launched late, so its launch is binding and B
+// has slack. The host synchronizes on the device at the end.
+//   API (us): launchA 0-5, record 6-7, wait(S20 on S7) 8-9, launchB 10-15, record 16-17,
+//             wait(S7 on S20) 18-19, launchC 140-145, deviceSync 146-260.
+//   GPU (us): A on 7: 10-110; B on 20: 112-120; C on 7: 150-250.
+trace::Trace TwoStreamTrace() {
+  TraceBuilder b;
+  b.Annotation("ProfilerStep#1", 0, 261);
+  b.Api("cudaLaunchKernel", 0, 5, 1);
+  b.Api("cudaEventRecord", 6, 7, 2);
+  b.Api("cudaStreamWaitEvent", 8, 9, 3);
+  b.Api("cudaLaunchKernel", 10, 15, 4);
+  b.Api("cudaEventRecord", 16, 17, 5);
+  b.Api("cudaStreamWaitEvent", 18, 19, 6);
+  b.Api("cudaLaunchKernel", 140, 145, 7);
+  b.Api("cudaDeviceSynchronize", 146, 260, 8);
+  b.Kernel("gemm_A", 7, 10, 110, 1);
+  b.Kernel("elementwise_B", 20, 112, 120, 4);
+  b.Kernel("gemm_C", 7, 150, 250, 7);
+  b.Sync(trace::SyncKind::kStreamWaitEvent, 20, 8, 9, 3, 7, 2);
+  b.Sync(trace::SyncKind::kStreamWaitEvent, 7, 18, 19, 6, 20, 5);
+  b.Sync(trace::SyncKind::kContextSync, -1, 146, 260, 8);
+  return b.Build();
+}
+
+TEST(GraphTest, EdgesOfTwoStreamTrace) {
+  trace::Trace t = TwoStreamTrace();
+  auto g = graph::BuildGraph(t);
+  ASSERT_TRUE(g.ok()) << g.status().ToString();
+  EXPECT_EQ(g->EdgeCount(graph::EdgeKind::kLaunch), 3u);
+  EXPECT_EQ(g->EdgeCount(graph::EdgeKind::kStreamOrder), 1u);   // A -> C
+  EXPECT_EQ(g->EdgeCount(graph::EdgeKind::kEventWait), 2u);     // A -> B, B -> C
+  EXPECT_EQ(g->EdgeCount(graph::EdgeKind::kHostSync), 2u);      // last op of each stream
+  EXPECT_EQ(g->diagnostics().Count(Diag::kWaitEdgeExact), 2u);
+  // 8 API calls, 7 intervals between them, 3 kernels.
+  EXPECT_EQ(g->num_nodes(), 18u);
+}
+
+TEST(GraphTest, IdentityReplayReproducesMeasuredTimes) {
+  trace::Trace t = TwoStreamTrace();
+  auto g = graph::BuildGraph(t);
+  ASSERT_TRUE(g.ok());
+  auto s = analysis::Replay(*g, analysis::MeasuredDurations(*g));
+  const auto& n = g->nodes();
+  for (size_t v = 0; v < n.size(); ++v) {
+    EXPECT_EQ(s.start[v], n.start[v]) << "node " << v;
+    EXPECT_EQ(s.end[v], n.end[v]) << "node " << v;
+  }
+}
+
+TEST(GraphTest, WhatIfPropagatesAlongDependencies) {
+  trace::Trace t = TwoStreamTrace();
+  auto g = graph::BuildGraph(t);
+  ASSERT_TRUE(g.ok());
+  auto base = analysis::MeasuredDurations(*g);
+  // Stretch A by 50 us: B waits on A (observed 2 us gap kept), C waits on B, and the
+  // device sync returns 10 us after C as measured; its own CPU cost is the 2 us floor.
+  auto d = analysis::ScaledDurations(*g, base, {{"gemm_A", 1.5}});
+  ASSERT_TRUE(d.ok());
+  auto s = analysis::Replay(*g, *d);
+  const auto& n = g->nodes();
+  auto node_of = [&](uint32_t op) { return g->NodeOfGpuOp(trace::GpuOpId(op)).value(); };
+  // GPU ops sorted by start: A=0, B=1, C=2.
+  EXPECT_EQ(s.end[node_of(0)], TraceBuilder::Ns(160));
+  EXPECT_EQ(s.start[node_of(1)], TraceBuilder::Ns(162));
+  EXPECT_EQ(s.start[node_of(2)], TraceBuilder::Ns(170));
+  TimeNs last_end = 0;
+  for (size_t v = 0; v < n.size(); ++v) last_end = std::max(last_end, s.end[v]);
+  EXPECT_EQ(last_end, TraceBuilder::Ns(280));
+  // Shrinking B below its slack changes nothing on stream 7 ... but B ends earlier.
+  auto d2 = analysis::ScaledDurations(*g, base, {{"elementwise", 0.5}});
+  auto s2 = analysis::Replay(*g, *d2);
+  EXPECT_EQ(s2.start[node_of(2)], TraceBuilder::Ns(150));
+}
+
+TEST(GraphTest, SlackOfParallelBranch) {
+  trace::Trace t = TwoStreamTrace();
+  auto g = graph::BuildGraph(t);
+  ASSERT_TRUE(g.ok());
+  auto d = analysis::MeasuredDurations(*g);
+  auto s = analysis::Replay(*g, d);
+  std::vector<bool> window(g->num_nodes(), true);
+  TimeNs horizon = 0;
+  for (TimeNs e : s.end) horizon = std::max(horizon, e);
+  auto slack = analysis::ComputeSlack(*g, d, s, window, horizon);
+  auto node_of = [&](uint32_t op) { return g->NodeOfGpuOp(trace::GpuOpId(op)).value(); };
+  // C's start is bound by its late launch (150 us); B ends at 120 us: 30 us of slack.
+  EXPECT_EQ(slack.slack[node_of(1)], TraceBuilder::Ns(30));
+  // A feeds B with the observed 2 us gap, so A inherits B's slack.
+  EXPECT_EQ(slack.slack[node_of(0)], TraceBuilder::Ns(30));
+  // C ends the GPU work the sync waits for: zero slack.
+  EXPECT_EQ(slack.slack[node_of(2)], 0);
+}
+
+TEST(GraphTest, UnresolvedWaitUsesRecordPairFallback) {
+  TraceBuilder b;
+  b.Api("cudaLaunchKernel", 0, 5, 1);
+  b.Api("cudaEventRecordWithFlags", 6, 7, 2);
+  b.Api("cudaStreamWaitEvent", 8, 9, 3);
+  b.Api("cudaLaunchKernel", 10, 15, 4);
+  b.Kernel("a", 7, 10, 100, 1);
+  b.Kernel("b", 20, 101, 150, 4);
+  b.Sync(trace::SyncKind::kStreamWaitEvent, 20, 8, 9, 3);  // wait_on_* = -1
+  trace::Trace t = b.Build();
+  auto g = graph::BuildGraph(t);
+  ASSERT_TRUE(g.ok());
+  EXPECT_EQ(g->diagnostics().Count(Diag::kWaitEdgeRecordPair), 1u);
+  EXPECT_EQ(g->EdgeCount(graph::EdgeKind::kEventWait), 1u);
+}
+
+TEST(GraphTest, InconsistentInferredEdgeIsDropped) {
+  // b starts before a ends: a cross-stream wait edge a -> b would contradict the measurement.
+  TraceBuilder b;
+  b.Api("cudaLaunchKernel", 0, 5, 1);
+  b.Api("cudaEventRecordWithFlags", 6, 7, 2);
+  b.Api("cudaStreamWaitEvent", 8, 9, 3);
+  b.Api("cudaLaunchKernel", 10, 15, 4);
+  b.Kernel("a", 7, 10, 100, 1);
+  b.Kernel("b", 20, 20, 150, 4);
+  b.Sync(trace::SyncKind::kStreamWaitEvent, 20, 8, 9, 3);
+  trace::Trace t = b.Build();
+  auto g = graph::BuildGraph(t);
+  ASSERT_TRUE(g.ok());
+  EXPECT_EQ(g->EdgeCount(graph::EdgeKind::kEventWait), 0u);
+  EXPECT_EQ(g->diagnostics().Count(Diag::kWaitEdgeNone), 1u);
+}
+
+TEST(GraphTest, NoGpuOpsIsAClearError) {
+  TraceBuilder b;
+  b.Api("cudaLaunchKernel", 0, 5, 1);
+  trace::Trace t = b.Build();
+  auto g = graph::BuildGraph(t);
+  ASSERT_FALSE(g.ok());
+  EXPECT_NE(g.status().message().find("no GPU ops"), std::string::npos);
+}
+
+TEST(WhatIfTest, ParsesScaleRules) {
+  auto r = analysis::ParseScaleRule("a=b=1.5");
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->regex, "a=b");
+  EXPECT_DOUBLE_EQ(r->factor, 1.5);
+  EXPECT_FALSE(analysis::ParseScaleRule("gemm").ok());
+  EXPECT_FALSE(analysis::ParseScaleRule("gemm=x").ok());
+  EXPECT_FALSE(analysis::ParseScaleRule("gemm=-1").ok());
+}
+
+}  // namespace
+}  // namespace emo
