@@ -335,8 +335,11 @@ void GraphBuilder::AssignDelays() {
     Edge& e = edges[i];
     uint32_t v = e.dst.value();
     if (e.constraint == Constraint::kEndToEnd) {
+      // Only a call that was still waiting when its source ended carries the observed return
+      // latency; a call that started after its sources ended keeps the minimum (slack stays).
       TimeNs room = std::max<TimeNs>(0, n.end[v] - n.end[e.src.value()]);
-      e.delay = n.end[e.src.value()] == best_end_src[v] ? room : std::clamp<TimeNs>(e.delay, 0, room);
+      const bool waited = best_end_src[v] > n.start[v];
+      e.delay = waited && n.end[e.src.value()] == best_end_src[v] ? room : std::clamp<TimeNs>(e.delay, 0, room);
       continue;
     }
     if (e.kind == EdgeKind::kHostSync) {
