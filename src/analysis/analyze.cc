@@ -37,6 +37,37 @@ NodeId IterationSink(const TraceAnalysis& a, const Schedule& s, size_t i) {
   return best;
 }
 
+// A PyTorch-profiler trace: Kineto JSON with recorded operators.
+bool IsProfilerTrace(const trace::Trace& t) {
+  if (t.meta.format != "kineto-json") return false;
+  for (auto k : t.cpu.kind) {
+    if (k == trace::CpuKind::kOp) return true;
+  }
+  return false;
+}
+
+Result<OverheadModel> ChooseOverheadModel(const TraceAnalysis& a, const OverheadOptions& o) {
+  if (o.mode == OverheadOptions::Mode::kOff) return OverheadModel{};
+  if (o.per_event_ns >= 0) {
+    OverheadModel m;
+    m.per_event_ns = o.per_event_ns;
+    m.source = OverheadSource::kCalibration;
+    m.note = "per-event cost given on the command line";
+    return m;
+  }
+  if (o.step_time_ns > 0) {
+    OverheadModel m;
+    CalibrationSample s{a.graph.get(), &a.iterations, a.steady, &a.traced_durations, &a.profiler_events,
+                        o.step_time_ns};
+    m.per_event_ns = FitPerEventNs({s}, m);
+    m.source = OverheadSource::kStepTime;
+    m.note = "per-event cost fitted to the measured unprofiled step time";
+    return m;
+  }
+  if (!IsProfilerTrace(*a.trace)) return OverheadModel{};
+  return ShippedCalibration(a.trace->meta.record_shapes);
+}
+
 }  // namespace
 
 Result<TraceAnalysis> AnalyzeTrace(const std::string& path, const AnalyzeOptions& options) {
@@ -49,31 +80,37 @@ Result<TraceAnalysis> AnalyzeTrace(const std::string& path, const AnalyzeOptions
   if (!a.iterations.from_marker) a.trace->diagnostics.Add(Diag::kIterationMarkerMissing);
 
   const auto& n = a.graph->nodes();
-  a.durations = MeasuredDurations(*a.graph);
+  a.traced_durations = MeasuredDurations(*a.graph);
   a.measured = Schedule{n.start, n.end};
-  a.replayed = Replay(*a.graph, a.durations);
+  a.replayed = Replay(*a.graph, a.traced_durations);
   a.measured_times = IterationTimes(*a.graph, a.iterations, a.measured);
   a.replayed_times = IterationTimes(*a.graph, a.iterations, a.replayed);
   a.steady = SteadyIteration(a.measured_times);
 
-  std::vector<TimeNs> ends = IterationEnds(*a.graph, a.iterations, a.replayed);
+  a.profiler_events = CountProfilerEvents(*a.graph);
+  EMO_ASSIGN_OR_RETURN(a.overhead, ChooseOverheadModel(a, options.overhead));
+  a.durations = CorrectedDurations(*a.graph, a.traced_durations, a.profiler_events, a.overhead);
+  a.timeline = a.corrected() ? Replay(*a.graph, a.durations) : a.replayed;
+  a.timeline_times = IterationTimes(*a.graph, a.iterations, a.timeline);
+
+  std::vector<TimeNs> ends = IterationEnds(*a.graph, a.iterations, a.timeline);
   a.horizon = ends.back();
   a.window.assign(n.size(), false);
   for (uint32_t v = 0; v < n.size(); ++v) {
-    a.window[v] = a.iterations.node_iteration[v] >= 0 && a.replayed.end[v] <= a.horizon;
+    a.window[v] = a.iterations.node_iteration[v] >= 0 && a.timeline.end[v] <= a.horizon;
   }
-  a.slack = ComputeSlack(*a.graph, a.durations, a.replayed, a.window, a.horizon);
-  const TimeNs first_start = FirstIterationStart(*a.graph, a.iterations, a.replayed);
+  a.slack = ComputeSlack(*a.graph, a.durations, a.timeline, a.window, a.horizon);
+  const TimeNs first_start = FirstIterationStart(*a.graph, a.iterations, a.timeline);
   const TimeNs steady_from = a.steady == 0 ? first_start : ends[a.steady - 1];
-  NodeId sink = IterationSink(a, a.replayed, a.steady);
+  NodeId sink = IterationSink(a, a.timeline, a.steady);
   if (sink.valid()) {
-    a.steady_path = FindCriticalPath(*a.graph, a.durations, a.replayed, sink, steady_from);
+    a.steady_path = FindCriticalPath(*a.graph, a.durations, a.timeline, sink, steady_from);
   }
-  NodeId last = IterationSink(a, a.replayed, a.iterations.iterations.size() - 1);
+  NodeId last = IterationSink(a, a.timeline, a.iterations.iterations.size() - 1);
   if (last.valid()) {
-    a.window_path = FindCriticalPath(*a.graph, a.durations, a.replayed, last, first_start);
+    a.window_path = FindCriticalPath(*a.graph, a.durations, a.timeline, last, first_start);
   }
-  a.gpus = GpuSlackWindows(*a.graph, a.replayed, a.slack, a.window, options.slack_threshold_ns);
+  a.gpus = GpuSlackWindows(*a.graph, a.timeline, a.slack, a.window, options.slack_threshold_ns);
   return a;
 }
 
@@ -88,6 +125,12 @@ nlohmann::json AnalysisToJson(const TraceAnalysis& a) {
   j["steady_iteration"] = a.iterations.iterations[a.steady].name;
   j["iteration_time_us"] = {{"measured", NsToUs(a.measured_ns())},
                             {"replayed", NsToUs(a.replayed_ns())}};
+  if (a.corrected()) j["iteration_time_us"]["corrected"] = NsToUs(a.timeline_ns());
+  j["timeline"] = a.corrected() ? "corrected" : "traced";
+  j["overhead"] = {{"per_event_ns", a.overhead.per_event_ns},
+                   {"events", a.profiler_events.total},
+                   {"source", OverheadSourceName(a.overhead.source)},
+                   {"note", a.overhead.note}};
   json per = json::array();
   double max_err = 0;
   for (size_t i = 0; i < a.measured_times.size(); ++i) {
@@ -113,7 +156,7 @@ nlohmann::json AnalysisToJson(const TraceAnalysis& a) {
                         {"length_us", NsToUs(cp.total())},
                         {"nodes", cp.nodes.size()}};
   json gpus = json::array();
-  const TimeNs span = std::max<TimeNs>(1, a.horizon - FirstIterationStart(*a.graph, a.iterations, a.replayed));
+  const TimeNs span = std::max<TimeNs>(1, a.horizon - FirstIterationStart(*a.graph, a.iterations, a.timeline));
   for (const auto& gs : a.gpus) {
     gpus.push_back({{"rank", a.trace->meta.rank},
                     {"device", gs.device},
@@ -189,7 +232,7 @@ Result<WhatIfResult> RunWhatIf(const TraceAnalysis& a, const std::vector<ScaleRu
   EMO_ASSIGN_OR_RETURN(std::vector<TimeNs> d, ScaledDurations(*a.graph, a.durations, rules, &r.matched));
   Schedule s = Replay(*a.graph, d);
   r.whatif_times = IterationTimes(*a.graph, a.iterations, s);
-  r.baseline_ns = a.replayed_ns();
+  r.baseline_ns = a.timeline_ns();
   r.whatif_ns = r.whatif_times[a.steady];
   return r;
 }

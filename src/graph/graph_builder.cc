@@ -206,36 +206,60 @@ void GraphBuilder::AddStreamOrderEdges() {
   }
 }
 
-// A thread that sat idle for a long time before an API call was woken by something; the
-// likeliest waker is the latest API call that ended on another thread before the call (the
-// autograd engine thread woken by backward(), a worker woken by the main thread). The edge has
-// zero minimum delay: it only matters when the other thread is delayed in a what-if.
+// A thread that sat idle for a long time between two API calls, with no recorded CPU event
+// inside the gap, was blocked (the main thread inside backward() while the autograd engine
+// works; the autograd thread between iterations): it resumed when another thread let it.
+// The likeliest waker is the latest API call that ended on another thread during the gap;
+// the gap becomes a wait (an end constraint from that call), its own CPU cost the blocking
+// floor. A gap with recorded events inside is CPU work and keeps its measured duration.
 void GraphBuilder::AddCrossThreadEdges() {
   if (thread_api_.size() < 2) return;
+  const auto& cpu = t_.cpu;
+  // Recorded CPU event boundaries per thread (operators and annotations), sorted.
+  std::vector<std::vector<TimeNs>> points(t_.threads.size());
+  for (uint32_t i = 0; i < cpu.size(); ++i) {
+    if (cpu.kind[i] != CpuKind::kOp && cpu.kind[i] != CpuKind::kAnnotation) continue;
+    points[cpu.thread[i].value()].push_back(cpu.start[i]);
+    points[cpu.thread[i].value()].push_back(cpu.end[i]);
+  }
+  for (auto& p : points) std::sort(p.begin(), p.end());
   // All API calls by end time, for "latest end before t on another thread".
   std::vector<uint32_t> by_end;
   for (const auto& calls : thread_api_) by_end.insert(by_end.end(), calls.begin(), calls.end());
-  std::sort(by_end.begin(), by_end.end(),
-            [&](uint32_t a, uint32_t b) { return t_.cpu.end[a] < t_.cpu.end[b]; });
+  std::sort(by_end.begin(), by_end.end(), [&](uint32_t a, uint32_t b) { return cpu.end[a] < cpu.end[b]; });
   std::vector<TimeNs> ends(by_end.size());
-  for (size_t i = 0; i < by_end.size(); ++i) ends[i] = t_.cpu.end[by_end[i]];
-  for (uint32_t th = 0; th < thread_api_.size(); ++th) {
-    const auto& calls = thread_api_[th];
-    for (size_t k = 1; k < calls.size(); ++k) {
-      TimeNs idle = t_.cpu.start[calls[k]] - t_.cpu.end[calls[k - 1]];
-      if (idle < o_.cross_thread_idle_ns) continue;
-      TimeNs s = t_.cpu.start[calls[k]];
-      auto it = std::upper_bound(ends.begin(), ends.end(), s);
-      // Walk back to the latest call on another thread that ended inside the idle period.
-      while (it != ends.begin()) {
-        --it;
-        uint32_t other = by_end[static_cast<size_t>(it - ends.begin())];
-        if (*it < t_.cpu.end[calls[k - 1]]) break;
-        if (t_.cpu.thread[other].value() == th) continue;
-        AddEdge(g_.cpu_node_[other], g_.cpu_node_[calls[k]], EdgeKind::kCrossThread,
-                Constraint::kEndToStart, 0);
-        break;
+  for (size_t i = 0; i < by_end.size(); ++i) ends[i] = cpu.end[by_end[i]];
+  const auto& n = g_.nodes_;
+  for (uint32_t gap = 0; gap < n.size(); ++gap) {
+    if (n.kind[gap] != NodeKind::kCpuInterval) continue;
+    const TimeNs lo = n.start[gap], hi = n.end[gap];
+    if (hi - lo < o_.cross_thread_idle_ns) continue;
+    const uint32_t th = n.resource[gap];
+    const auto& p = points[th];
+    // The longest span inside the gap with no recorded CPU event: where the thread slept.
+    auto first = std::upper_bound(p.begin(), p.end(), lo);
+    auto last = std::lower_bound(p.begin(), p.end(), hi);
+    TimeNs quiet_lo = lo, quiet_hi = lo, prev = lo;
+    for (auto it = first; it != last + 1; ++it) {
+      const TimeNs x = it == last ? hi : *it;
+      if (x - prev > quiet_hi - quiet_lo) {
+        quiet_lo = prev;
+        quiet_hi = x;
       }
+      prev = x;
+      if (it == last) break;
+    }
+    if (quiet_hi - quiet_lo < o_.cross_thread_idle_ns) continue;  // CPU work, not a wait
+    auto it = std::upper_bound(ends.begin(), ends.end(), quiet_hi);
+    while (it != ends.begin()) {
+      --it;
+      if (*it <= quiet_lo) break;
+      const uint32_t other = by_end[static_cast<size_t>(it - ends.begin())];
+      if (cpu.thread[other].value() == th) continue;
+      AddEdge(g_.cpu_node_[other], NodeId(gap), EdgeKind::kCrossThread, Constraint::kEndToEnd, 0);
+      // The gap's own CPU work is what lies outside the quiet span.
+      g_.nodes_.duration[gap] = (hi - lo) - (quiet_hi - quiet_lo);
+      break;
     }
   }
 }
@@ -357,7 +381,9 @@ void GraphBuilder::AssignDelays() {
   }
   for (uint32_t v = 0; v < num; ++v) {
     n.is_root[v] = best_start_edge[v] == UINT32_MAX;
-    if (best_end_src[v] != INT64_MIN && best_end_src[v] > n.start[v]) {
+    // A blocking call that waited keeps only its own CPU cost (a cross-thread wait's
+    // interval had its own cost set when its edge was made).
+    if (n.kind[v] == NodeKind::kApiCall && best_end_src[v] != INT64_MIN && best_end_src[v] > n.start[v]) {
       n.duration[v] = std::min(n.duration[v], o_.blocking_call_floor_ns);
     }
   }

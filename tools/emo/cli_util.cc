@@ -16,4 +16,25 @@ Status WriteJson(const std::string& path, const nlohmann::json& j) {
   return WriteFile(path, j.dump(2) + "\n");
 }
 
+void AddOverheadFlags(CLI::App* cmd, OverheadFlags& flags) {
+  cmd->add_option("--correct-overhead", flags.mode,
+                  "auto: undo the PyTorch profiler's own CPU overhead (default for PyTorch-profiler\n"
+                  "traces; GPU durations are kept); off: use the traced timeline as it is")
+      ->check(CLI::IsMember({"auto", "off"}));
+  cmd->add_option("--step-time", flags.step_time_ms,
+                  "Measured step time of the same loop without the profiler (ms): calibrates the correction")
+      ->check(CLI::PositiveNumber);
+  cmd->add_option("--overhead-ns", flags.per_event_ns,
+                  "Profiler cost per recorded event (ns), e.g. from `emo calibrate-overhead`")
+      ->check(CLI::NonNegativeNumber);
+}
+
+analysis::OverheadOptions ToOverheadOptions(const OverheadFlags& flags) {
+  analysis::OverheadOptions o;
+  o.mode = flags.mode == "off" ? analysis::OverheadOptions::Mode::kOff : analysis::OverheadOptions::Mode::kAuto;
+  o.step_time_ns = flags.step_time_ms > 0 ? static_cast<TimeNs>(flags.step_time_ms * 1e6) : -1;
+  o.per_event_ns = flags.per_event_ns;
+  return o;
+}
+
 }  // namespace emo::cli

@@ -3,8 +3,10 @@
 
 #include <string>
 
+#include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
 
+#include "emo/analysis/analyze.h"
 #include "emo/base/status.h"
 
 namespace emo::cli {
@@ -14,5 +16,15 @@ int Fail(const char* command, const Status& status);
 
 // Writes `j` (indented) to `path` ("-" = stdout); "" writes nothing.
 Status WriteJson(const std::string& path, const nlohmann::json& j);
+
+// Profiler-overhead flags shared by analyze, whatif and optimize:
+// --correct-overhead auto|off, --step-time MS, --overhead-ns NS.
+struct OverheadFlags {
+  std::string mode = "auto";
+  double step_time_ms = -1;
+  double per_event_ns = -1;
+};
+void AddOverheadFlags(CLI::App* cmd, OverheadFlags& flags);
+analysis::OverheadOptions ToOverheadOptions(const OverheadFlags& flags);
 
 }  // namespace emo::cli

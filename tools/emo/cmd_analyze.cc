@@ -14,6 +14,7 @@ namespace {
 struct AnalyzeArgs {
   std::vector<std::string> traces;
   std::string iteration;
+  OverheadFlags overhead;
   std::string json;
   std::string perfetto;
   double slack_threshold_us = 20.0;
@@ -27,13 +28,18 @@ void PrintSummary(const analysis::TraceAnalysis& a) {
              a.iterations.iterations[a.steady].name);
   fmt::print("  iteration time    measured {:.1f} us, replayed {:.1f} us, error {:.3f} %\n",
              NsToUs(a.measured_ns()), NsToUs(a.replayed_ns()), a.replay_error_pct());
+  if (a.corrected()) {
+    fmt::print("  corrected         {:.1f} us without the profiler's overhead ({:.0f} ns x {:.0f} events; {}: {})\n",
+               NsToUs(a.timeline_ns()), a.overhead.per_event_ns, a.profiler_events.total,
+               analysis::OverheadSourceName(a.overhead.source), a.overhead.note);
+  }
   const auto& cp = a.steady_path;
   double total = static_cast<double>(std::max<TimeNs>(1, cp.total()));
   auto pct = [&](analysis::PathCategory c) {
     return 100.0 * static_cast<double>(cp.time[static_cast<size_t>(c)]) / total;
   };
-  fmt::print("  critical path     {:.1f} us: GPU {:.1f} %, comm {:.1f} %, CPU {:.1f} %, launch/idle {:.1f} %\n",
-             NsToUs(cp.total()), pct(analysis::PathCategory::kGpuCompute),
+  fmt::print("  critical path     ({} timeline) {:.1f} us: GPU {:.1f} %, comm {:.1f} %, CPU {:.1f} %, launch/idle {:.1f} %\n",
+             a.corrected() ? "corrected" : "traced", NsToUs(cp.total()), pct(analysis::PathCategory::kGpuCompute),
              pct(analysis::PathCategory::kCommunication), pct(analysis::PathCategory::kCpu),
              pct(analysis::PathCategory::kLaunch));
   for (const auto& g : a.gpus) {
@@ -50,6 +56,7 @@ void PrintSummary(const analysis::TraceAnalysis& a) {
 int RunAnalyze(const AnalyzeArgs& args) {
   analysis::AnalyzeOptions options;
   options.iteration_regex = args.iteration;
+  options.overhead = ToOverheadOptions(args.overhead);
   options.slack_threshold_ns = static_cast<TimeNs>(args.slack_threshold_us * 1e3);
   std::vector<analysis::TraceAnalysis> all;
   for (const auto& path : args.traces) {
@@ -87,6 +94,7 @@ void SetupAnalyze(CLI::App& app, int& exit_code) {
   cmd->add_option("traces", args->traces, "Trace files")->required()->check(CLI::ExistingFile);
   cmd->add_option("--iteration", args->iteration,
                   "ECMAScript regex on CPU annotation names marking iterations (default ^ProfilerStep#\\d+$)");
+  AddOverheadFlags(cmd, args->overhead);
   cmd->add_option("--json", args->json, "Write the JSON result to FILE ('-' = stdout)");
   cmd->add_option("--perfetto", args->perfetto,
                   "Write a Perfetto-loadable trace with critical-path flags and a slack counter track");

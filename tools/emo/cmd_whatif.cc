@@ -14,6 +14,7 @@ struct WhatifArgs {
   std::vector<std::string> traces;
   std::vector<std::string> scales;
   std::string iteration;
+  OverheadFlags overhead;
   std::string json;
 };
 
@@ -26,6 +27,7 @@ int RunWhatif(const WhatifArgs& args) {
   }
   analysis::AnalyzeOptions options;
   options.iteration_regex = args.iteration;
+  options.overhead = ToOverheadOptions(args.overhead);
   nlohmann::json out = nlohmann::json::array();
   for (const auto& path : args.traces) {
     fmt::print(stderr, "emo whatif: reading {} ...\n", path);
@@ -36,7 +38,7 @@ int RunWhatif(const WhatifArgs& args) {
     double change = 100.0 * (static_cast<double>(w->whatif_ns) / static_cast<double>(std::max<TimeNs>(1, w->baseline_ns)) - 1.0);
     nlohmann::json j;
     j["trace"] = path;
-    j["timeline"] = "traced";
+    j["timeline"] = a->corrected() ? "corrected" : "traced";
     j["iteration_time_us"] = {{"baseline", NsToUs(w->baseline_ns)}, {"whatif", NsToUs(w->whatif_ns)}};
     j["change_pct"] = change;
     nlohmann::json rj = nlohmann::json::array();
@@ -73,6 +75,7 @@ void SetupWhatif(CLI::App& app, int& exit_code) {
                   "(ECMAScript, searched, not anchored); repeatable")
       ->required();
   cmd->add_option("--iteration", args->iteration, "Regex on CPU annotations marking iterations");
+  AddOverheadFlags(cmd, args->overhead);
   cmd->add_option("--json", args->json, "Write the JSON result to FILE ('-' = stdout)");
   cmd->callback([args, &exit_code] { exit_code = RunWhatif(*args); });
 }

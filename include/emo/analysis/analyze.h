@@ -9,6 +9,7 @@
 #include <nlohmann/json_fwd.hpp>
 
 #include "emo/analysis/iterations.h"
+#include "emo/analysis/overhead.h"
 #include "emo/analysis/replay.h"
 #include "emo/analysis/slack.h"
 #include "emo/analysis/whatif.h"
@@ -18,9 +19,18 @@
 
 namespace emo::analysis {
 
+// Profiler-overhead correction: auto = on for PyTorch-profiler traces (shipped calibration
+// for the trace's profiler configuration, or a fit to `step_time_ns` when given).
+struct OverheadOptions {
+  enum class Mode { kAuto, kOff } mode = Mode::kAuto;
+  TimeNs step_time_ns = -1;     // measured unprofiled step time: fit the per-event cost to it
+  double per_event_ns = -1;     // explicit per-event cost (from calibrate-overhead)
+};
+
 struct AnalyzeOptions {
   std::string iteration_regex;          // "" = ^ProfilerStep#\d+$
   TimeNs slack_threshold_ns = 20'000;   // a GPU slack window needs every op above this (ns)
+  OverheadOptions overhead;
   graph::GraphOptions graph;
 };
 
@@ -29,13 +39,19 @@ struct TraceAnalysis {
   std::unique_ptr<trace::Trace> trace;
   std::unique_ptr<graph::Graph> graph;
   IterationMap iterations;
-  std::vector<TimeNs> durations;  // measured, per node
-  Schedule measured;              // the trace's own times
-  Schedule replayed;              // identity replay
+  std::vector<TimeNs> traced_durations;  // measured, per node
+  Schedule measured;                     // the trace's own times
+  Schedule replayed;                     // identity replay of the traced durations
   std::vector<TimeNs> measured_times, replayed_times;  // per iteration
   size_t steady = 0;              // index of the steady-state (median) iteration
+  // The timeline analyses and plans use: corrected for profiler overhead when on.
+  ProfilerEventCounts profiler_events;
+  OverheadModel overhead;         // source kOff: the traced timeline
+  std::vector<TimeNs> durations;  // per node, on that timeline
+  Schedule timeline;              // replay of `durations`
+  std::vector<TimeNs> timeline_times;  // per iteration
   std::vector<bool> window;       // nodes inside the analysed iterations
-  TimeNs horizon = 0;             // replayed end of the last iteration
+  TimeNs horizon = 0;             // end of the last iteration on the timeline
   SlackResult slack;
   CriticalPath steady_path;       // critical path of the steady iteration
   CriticalPath window_path;       // critical path of the whole window (for flags)
@@ -43,6 +59,9 @@ struct TraceAnalysis {
 
   TimeNs measured_ns() const { return measured_times[steady]; }
   TimeNs replayed_ns() const { return replayed_times[steady]; }
+  // Steady iteration on the analysis timeline (corrected when the correction is on).
+  TimeNs timeline_ns() const { return timeline_times[steady]; }
+  bool corrected() const { return overhead.source != OverheadSource::kOff; }
   double replay_error_pct() const;
   Diagnostics AllDiagnostics() const;  // trace + graph
 };
@@ -57,7 +76,7 @@ nlohmann::json AnalysesToJson(const std::vector<TraceAnalysis>& all);
 
 // What-if of one analysed trace: iteration time of the steady iteration under scaled durations.
 struct WhatIfResult {
-  TimeNs baseline_ns = 0;   // identity replay of the steady iteration
+  TimeNs baseline_ns = 0;   // the steady iteration on the analysis timeline
   TimeNs whatif_ns = 0;     // replay with the rules applied
   std::vector<size_t> matched;  // GPU ops matched per rule
   std::vector<TimeNs> whatif_times;  // per iteration
