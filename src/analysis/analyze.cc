@@ -49,17 +49,21 @@ bool IsProfilerTrace(const trace::Trace& t) {
 Result<OverheadModel> ChooseOverheadModel(const TraceAnalysis& a, const OverheadOptions& o) {
   if (o.mode == OverheadOptions::Mode::kOff) return OverheadModel{};
   if (o.per_event_ns >= 0) {
-    OverheadModel m;
+    OverheadModel m = ShippedCalibration(a.trace->meta.record_shapes);
     m.per_event_ns = o.per_event_ns;
+    if (o.per_api_ns >= 0) m.per_api_ns = o.per_api_ns;
     m.source = OverheadSource::kCalibration;
     m.note = "per-event cost given on the command line";
     return m;
   }
   if (o.step_time_ns > 0) {
-    OverheadModel m;
+    // One step time determines one number: the per-API cost is taken from the shipped
+    // calibration and the per-operator cost fitted.
+    OverheadModel base = ShippedCalibration(a.trace->meta.record_shapes);
+    if (o.per_api_ns >= 0) base.per_api_ns = o.per_api_ns;
     CalibrationSample s{a.graph.get(), &a.iterations, a.steady, &a.traced_durations, &a.profiler_events,
                         o.step_time_ns};
-    m.per_event_ns = FitPerEventNs({s}, m);
+    OverheadModel m = FitOverhead({s}, base);
     m.source = OverheadSource::kStepTime;
     m.note = "per-event cost fitted to the measured unprofiled step time";
     return m;
@@ -128,6 +132,7 @@ nlohmann::json AnalysisToJson(const TraceAnalysis& a) {
   if (a.corrected()) j["iteration_time_us"]["corrected"] = NsToUs(a.timeline_ns());
   j["timeline"] = a.corrected() ? "corrected" : "traced";
   j["overhead"] = {{"per_event_ns", a.overhead.per_event_ns},
+                   {"per_api_ns", a.overhead.per_api_ns},
                    {"events", a.profiler_events.total},
                    {"source", OverheadSourceName(a.overhead.source)},
                    {"note", a.overhead.note}};

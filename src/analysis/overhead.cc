@@ -45,16 +45,38 @@ ProfilerEventCounts CountProfilerEvents(const graph::Graph& g) {
   return c;
 }
 
+TimeNs ApiCallFloorNs(std::string_view name, TimeNs traced, double floor_fraction) {
+  auto has = [&](std::string_view part) { return name.find(part) != std::string_view::npos; };
+  TimeNs floor = static_cast<TimeNs>(floor_fraction * static_cast<double>(traced));
+  if (has("LaunchKernel") || has("GraphLaunch") || has("MemsetAsync") ||
+      (has("MemcpyAsync") && !has("Peer"))) {
+    floor = 2000;
+  } else if (has("EventRecord") || has("StreamWaitEvent") || has("EventQuery") || has("FuncGetAttributes") ||
+             has("GetFuncBySymbol") || has("Occupancy")) {
+    floor = 500;
+  } else if (has("GetErrorString") || has("PeekAtLastError") || has("GetLastError") || has("StreamIsCapturing") ||
+             has("GetDevice") || has("DeviceGetAttribute") || has("ThreadExchangeStreamCaptureMode") ||
+             has("StreamGetPriority") || has("DeviceGetStreamPriorityRange")) {
+    floor = 100;
+  }
+  return std::min(traced, floor);
+}
+
 std::vector<TimeNs> CorrectedDurations(const graph::Graph& g, const std::vector<TimeNs>& traced,
                                        const ProfilerEventCounts& counts, const OverheadModel& m) {
   std::vector<TimeNs> d = traced;
-  if (m.per_event_ns <= 0) return d;
+  if (m.per_event_ns <= 0 && m.per_api_ns <= 0) return d;
   const auto& n = g.nodes();
+  const auto& t = g.trace();
   for (uint32_t v = 0; v < n.size(); ++v) {
     if (n.kind[v] == NodeKind::kGpuOp || counts.per_node[v] == 0) continue;
+    if (n.kind[v] == NodeKind::kApiCall) {
+      const TimeNs floor = ApiCallFloorNs(t.Name(t.cpu.name[n.ref[v]]), traced[v], m.floor_fraction);
+      d[v] = std::max(floor, traced[v] - static_cast<TimeNs>(m.per_api_ns));
+      continue;
+    }
     const double cut = m.per_event_ns * counts.per_node[v];
-    auto floor = static_cast<TimeNs>(m.floor_fraction * static_cast<double>(traced[v]));
-    if (n.kind[v] == NodeKind::kApiCall) floor = std::max(floor, std::min(traced[v], m.api_floor_ns));
+    const auto floor = static_cast<TimeNs>(m.floor_fraction * static_cast<double>(traced[v]));
     d[v] = std::max(floor, static_cast<TimeNs>(std::llround(static_cast<double>(traced[v]) - cut)));
   }
   return d;
@@ -99,11 +121,11 @@ OverheadModel EstimateFromTrace(const graph::Graph& g, bool record_shapes) {
   return m;
 }
 
-double FitPerEventNs(const std::vector<CalibrationSample>& samples, const OverheadModel& base,
-                     double max_ns) {
-  auto loss = [&](double x) {
+OverheadModel FitOverhead(const std::vector<CalibrationSample>& samples, const OverheadModel& base) {
+  auto loss = [&](double per_event, double per_api) {
     OverheadModel m = base;
-    m.per_event_ns = x;
+    m.per_event_ns = per_event;
+    m.per_api_ns = per_api;
     double sum = 0;
     for (const auto& s : samples) {
       const TimeNs c = CorrectedIterationTime(*s.graph, *s.iterations, s.steady, *s.traced, *s.counts, m);
@@ -112,20 +134,34 @@ double FitPerEventNs(const std::vector<CalibrationSample>& samples, const Overhe
     }
     return sum;
   };
-  // Golden-section search; the loss is unimodal in practice (iteration time falls
-  // monotonically with the per-event cost until the floors bind).
-  const double phi = (std::sqrt(5.0) - 1) / 2;
-  double a = 0, b = max_ns;
-  double c = b - phi * (b - a), d = a + phi * (b - a);
-  double fc = loss(c), fd = loss(d);
-  for (int i = 0; i < 40 && b - a > 5; ++i) {
-    if (fc < fd) {
-      b = d; d = c; fd = fc; c = b - phi * (b - a); fc = loss(c);
-    } else {
-      a = c; c = d; fc = fd; d = a + phi * (b - a); fd = loss(d);
+  const bool fit_api = samples.size() > 1;
+  // Coarse grid, then a finer one around the best point. Ties go to the smaller costs (the
+  // loss is flat once a run becomes GPU-bound).
+  double best_e = 0, best_a = fit_api ? 0 : base.per_api_ns, best = loss(best_e, best_a);
+  auto scan = [&](double e_lo, double e_hi, double e_step, double a_lo, double a_hi, double a_step) {
+    for (double a = a_lo; a <= a_hi + 1e-9; a += a_step) {
+      for (double e = e_lo; e <= e_hi + 1e-9; e += e_step) {
+        const double l = loss(e, a);
+        if (l < best - 1e-12) {
+          best = l;
+          best_e = e;
+          best_a = a;
+        }
+      }
+      if (!fit_api) break;
     }
+  };
+  if (fit_api) {
+    scan(0, 10000, 1000, 0, 10000, 2000);
+    scan(std::max(0.0, best_e - 1000), best_e + 1000, 200, std::max(0.0, best_a - 2000), best_a + 2000, 500);
+  } else {
+    scan(0, 20000, 500, best_a, best_a, 1);
+    scan(std::max(0.0, best_e - 500), best_e + 500, 50, best_a, best_a, 1);
   }
-  return (a + b) / 2;
+  OverheadModel m = base;
+  m.per_event_ns = best_e;
+  m.per_api_ns = best_a;
+  return m;
 }
 
 OverheadModel ShippedCalibration(bool record_shapes) {

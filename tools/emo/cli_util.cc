@@ -25,7 +25,10 @@ void AddOverheadFlags(CLI::App* cmd, OverheadFlags& flags) {
                   "Measured step time of the same loop without the profiler (ms): calibrates the correction")
       ->check(CLI::PositiveNumber);
   cmd->add_option("--overhead-ns", flags.per_event_ns,
-                  "Profiler cost per recorded event (ns), e.g. from `emo calibrate-overhead`")
+                  "Profiler cost per recorded operator event (ns), e.g. from `emo calibrate-overhead`")
+      ->check(CLI::NonNegativeNumber);
+  cmd->add_option("--overhead-api-ns", flags.per_api_ns,
+                  "Profiler cost per recorded CUDA API call (ns), e.g. from `emo calibrate-overhead`")
       ->check(CLI::NonNegativeNumber);
 }
 
@@ -34,6 +37,7 @@ analysis::OverheadOptions ToOverheadOptions(const OverheadFlags& flags) {
   o.mode = flags.mode == "off" ? analysis::OverheadOptions::Mode::kOff : analysis::OverheadOptions::Mode::kAuto;
   o.step_time_ns = flags.step_time_ms > 0 ? static_cast<TimeNs>(flags.step_time_ms * 1e6) : -1;
   o.per_event_ns = flags.per_event_ns;
+  o.per_api_ns = flags.per_api_ns;
   return o;
 }
 

@@ -23,6 +23,7 @@ struct OverheadFlags {
   std::string mode = "auto";
   double step_time_ms = -1;
   double per_event_ns = -1;
+  double per_api_ns = -1;
 };
 void AddOverheadFlags(CLI::App* cmd, OverheadFlags& flags);
 analysis::OverheadOptions ToOverheadOptions(const OverheadFlags& flags);

@@ -45,23 +45,26 @@ int RunCalibrate(const CalibrateArgs& args) {
     const auto truth = static_cast<TimeNs>(args.step_ms[i] * 1e6);
     analysis::CalibrationSample s{a.graph.get(), &a.iterations, a.steady, &a.durations, &counts[i], truth};
     samples.push_back(s);
-    const double own = analysis::FitPerEventNs({s}, base);
     per.push_back({{"trace", a.trace->meta.source_path},
                    {"record_shapes", a.trace->meta.record_shapes},
                    {"traced_us", NsToUs(a.measured_ns())},
                    {"unprofiled_us", NsToUs(truth)},
                    {"events_per_iteration", counts[i].total / static_cast<double>(a.iterations.iterations.size())},
-                   {"own_fit_per_event_ns", own}});
+                   {"events_total", counts[i].total}});
   }
-  const double joint = analysis::FitPerEventNs(samples, base);
-  base.per_event_ns = joint;
+  analysis::OverheadModel joint = analysis::FitOverhead(samples, base);
+  base = joint;
   for (size_t i = 0; i < all.size(); ++i) {
     const auto& a = all[i];
     const TimeNs c = analysis::CorrectedIterationTime(*a.graph, a.iterations, a.steady, a.durations, counts[i], base);
     per[i]["corrected_us_joint"] = NsToUs(c);
     per[i]["error_pct_joint"] = 100.0 * (static_cast<double>(c) / (args.step_ms[i] * 1e6) - 1.0);
   }
-  nlohmann::json out = {{"per_event_ns", joint}, {"traces", per}};
+  for (size_t i = 0; i < all.size(); ++i) {
+    // Each trace's own per-operator cost with the joint per-API cost: spread = transferability.
+    per[i]["own_fit_per_event_ns"] = analysis::FitOverhead({samples[i]}, joint).per_event_ns;
+  }
+  nlohmann::json out = {{"per_event_ns", joint.per_event_ns}, {"per_api_ns", joint.per_api_ns}, {"traces", per}};
   if (args.json != "-") {
     fmt::print("{:<60} {:>10} {:>10} {:>10} {:>9} {:>8}\n", "trace", "traced ms", "true ms", "fit ms", "error %", "own ns");
     for (const auto& p : per) {
@@ -70,7 +73,8 @@ int RunCalibrate(const CalibrateArgs& args) {
                  p["corrected_us_joint"].get<double>() / 1e3, p["error_pct_joint"].get<double>(),
                  p["own_fit_per_event_ns"].get<double>());
     }
-    fmt::print("joint fit: {:.0f} ns per recorded event\n", joint);
+    fmt::print("joint fit: {:.0f} ns per operator event, {:.0f} ns per API call\n", joint.per_event_ns,
+               joint.per_api_ns);
   }
   Status st = WriteJson(args.json, out);
   return st.ok() ? 0 : Fail("calibrate-overhead", st);

@@ -24,7 +24,8 @@ namespace emo::analysis {
 struct OverheadOptions {
   enum class Mode { kAuto, kOff } mode = Mode::kAuto;
   TimeNs step_time_ns = -1;     // measured unprofiled step time: fit the per-event cost to it
-  double per_event_ns = -1;     // explicit per-event cost (from calibrate-overhead)
+  double per_event_ns = -1;     // explicit per-operator-event cost (from calibrate-overhead)
+  double per_api_ns = -1;       // explicit per-API-call cost
 };
 
 struct AnalyzeOptions {

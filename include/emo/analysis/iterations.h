@@ -40,7 +40,8 @@ TimeNs FirstIterationStart(const graph::Graph& g, const IterationMap& m, const S
 // ahead as well as for synchronized ones); the first is end[0] - start.
 std::vector<TimeNs> IterationTimes(const graph::Graph& g, const IterationMap& m, const Schedule& s);
 
-// Index of the steady-state iteration: the median of the measured iteration times.
+// Index of the steady-state iteration: the (lower) median of the measured iteration times,
+// leaving out the first iteration when there are three or more.
 size_t SteadyIteration(const std::vector<TimeNs>& measured_times);
 
 }  // namespace emo::analysis

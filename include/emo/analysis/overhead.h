@@ -16,7 +16,7 @@ namespace emo::analysis {
 
 // Recorded profiler events per graph node: for a CPU interval, the enter and exit points of
 // cpu_op / user_annotation events inside it (each counts 1/2: an operator is one event); for
-// an API call, 1 (the runtime/driver record itself). GPU ops: 0.
+// an API call, 1 (the runtime/driver record itself). GPU ops: 0. `total` counts both kinds.
 struct ProfilerEventCounts {
   std::vector<double> per_node;
   double total = 0;     // over all nodes
@@ -28,14 +28,20 @@ enum class OverheadSource { kOff, kStepTime, kCalibration, kTraceEstimate };
 std::string_view OverheadSourceName(OverheadSource s);
 
 struct OverheadModel {
-  double per_event_ns = 0;       // profiler cost per recorded event
-  double floor_fraction = 0.25;  // a CPU node keeps at least this share of its traced time
-  TimeNs api_floor_ns = 1000;    // and an API call at least this (a launch costs ~1-3 us)
+  double per_event_ns = 0;       // profiler cost per recorded operator event (enter+exit)
+  double per_api_ns = 0;         // profiler cost per recorded CUDA API call (CUPTI record)
+  double floor_fraction = 0.25;  // a CPU interval keeps at least this share of its traced time
   OverheadSource source = OverheadSource::kOff;
   std::string note;              // e.g. which calibration, or why it is uncertain
 };
 
-// Durations with every CPU node shrunk by per_event_ns x its recorded events (floors apply).
+// Unprofiled cost of a CUDA API call, the floor its corrected duration never goes below:
+// known cheap calls (launches ~2 us, queries ~0.1 us; an assumption from typical unprofiled
+// timings on Hopper, see docs/overhead.md); other calls keep floor_fraction of their time.
+TimeNs ApiCallFloorNs(std::string_view name, TimeNs traced, double floor_fraction);
+
+// Durations with every CPU interval shrunk by per_event_ns x its operator events and every API
+// call by per_api_ns, floors applied; GPU durations unchanged.
 std::vector<TimeNs> CorrectedDurations(const graph::Graph& g, const std::vector<TimeNs>& traced,
                                        const ProfilerEventCounts& counts, const OverheadModel& m);
 
@@ -62,9 +68,10 @@ struct CalibrationSample {
   const ProfilerEventCounts* counts;
   TimeNs unprofiled_ns;
 };
-// The per-event cost minimising the squared log error of the corrected steady iteration time
-// against the unprofiled times of the samples (golden-section search on [0, max_ns]).
-double FitPerEventNs(const std::vector<CalibrationSample>& samples, const OverheadModel& base,
-                     double max_ns = 20000);
+// The (per_event_ns, per_api_ns) minimising the squared log error of the corrected steady
+// iteration times against the samples' unprofiled times: a grid over both, then a finer grid
+// around the best point. With one sample the problem is underdetermined: per_api_ns is then
+// held at `base.per_api_ns` and only per_event_ns is fitted.
+OverheadModel FitOverhead(const std::vector<CalibrationSample>& samples, const OverheadModel& base);
 
 }  // namespace emo::analysis
