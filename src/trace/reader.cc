@@ -1,0 +1,83 @@
+#include "emo/trace/reader.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cctype>
+#include <string>
+
+#include "emo/base/file.h"
+#include "kineto_json_reader.h"
+
+namespace emo::trace {
+namespace {
+
+// How much of the (decompressed) file the readers see when sniffing. Kineto writes
+// traceEvents within the first few KiB, but some tools put their own metadata object first
+// (TraceLens traces: 26 KiB of it), so the window is generous; it costs a memmem.
+constexpr size_t kSniffBytes = 64 * 1024;
+
+bool IsSpace(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r'; }
+
+// One phrase saying what `head` looks like, for the "no reader accepts it" error.
+std::string Describe(std::string_view head) {
+  if (head.starts_with(std::string_view("SQLite format 3\0", 16))) {
+    return "an SQLite database (an Nsight Systems export? no reader for it is registered yet)";
+  }
+  std::string_view s = head;
+  if (s.starts_with("\xEF\xBB\xBF")) s.remove_prefix(3);
+  while (!s.empty() && IsSpace(s.front())) s.remove_prefix(1);
+  if (s.empty()) return "whitespace only";
+  if (s.front() == '{') {
+    return fmt::format(
+        "a JSON object whose first {} KiB mention none of \"traceEvents\", \"schemaVersion\", "
+        "\"deviceProperties\" (not a PyTorch-profiler/Kineto trace)",
+        kSniffBytes / 1024);
+  }
+  if (s.front() == '[') {
+    return "a JSON array (Kineto traces are an object with a \"traceEvents\" array; the bare "
+           "Chrome-trace array form is not supported)";
+  }
+  const size_t n = std::min<size_t>(s.size(), 32);
+  const bool printable = std::all_of(s.begin(), s.begin() + static_cast<ptrdiff_t>(n), [](char c) {
+    return std::isprint(static_cast<unsigned char>(c)) || IsSpace(c);
+  });
+  if (printable) {
+    std::string text(s.substr(0, n));
+    std::replace_if(text.begin(), text.end(), IsSpace, ' ');
+    return fmt::format("text starting with \"{}\"", text);
+  }
+  std::string bytes;
+  for (size_t i = 0; i < std::min<size_t>(s.size(), 8); ++i) {
+    bytes += fmt::format("{}{:02x}", i ? " " : "", static_cast<unsigned char>(s[i]));
+  }
+  return fmt::format("binary data (first bytes {})", bytes);
+}
+
+}  // namespace
+
+const std::vector<std::unique_ptr<Reader>>& Readers() {
+  static const std::vector<std::unique_ptr<Reader>>* const readers = [] {
+    auto* v = new std::vector<std::unique_ptr<Reader>>();
+    v->push_back(std::make_unique<KinetoJsonReader>());
+    return v;
+  }();
+  return *readers;
+}
+
+Result<Trace> ReadTrace(const std::string& path) {
+  EMO_ASSIGN_OR_RETURN(std::string data, ReadFileMaybeGzip(path));
+  if (data.empty()) return ParseError(fmt::format("{}: empty file (no bytes to read)", path));
+  const std::string_view head(data.data(), std::min(data.size(), kSniffBytes));
+  for (const auto& reader : Readers()) {
+    if (reader->Sniff(head)) return reader->Read(path, std::move(data));
+  }
+  std::string names;
+  for (const auto& reader : Readers()) {
+    names += fmt::format("{}{}", names.empty() ? "" : ", ", reader->Name());
+  }
+  return ParseError(fmt::format("{}: not a trace EMO can read: it looks like {}; formats read: {}",
+                                path, Describe(head), names));
+}
+
+}  // namespace emo::trace
