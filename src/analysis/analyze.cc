@@ -114,6 +114,18 @@ Result<TraceAnalysis> AnalyzeTrace(const std::string& path, const AnalyzeOptions
   if (last.valid()) {
     a.window_path = FindCriticalPath(*a.graph, a.durations, a.timeline, last, first_start);
   }
+  if (a.corrected() && sink.valid()) {
+    // Was the trace CPU-bound only because it was traced?
+    auto traced_ends = IterationEnds(*a.graph, a.iterations, a.replayed);
+    const TimeNs from = a.steady == 0 ? FirstIterationStart(*a.graph, a.iterations, a.replayed) : traced_ends[a.steady - 1];
+    NodeId traced_sink = IterationSink(a, a.replayed, a.steady);
+    CriticalPath traced = FindCriticalPath(*a.graph, a.traced_durations, a.replayed, traced_sink, from);
+    auto cpu_share = [](const CriticalPath& p) {
+      return static_cast<double>(p.time[static_cast<size_t>(PathCategory::kCpu)]) /
+             static_cast<double>(std::max<TimeNs>(1, p.total()));
+    };
+    if (cpu_share(traced) > 0.5 && cpu_share(a.steady_path) < 0.5) a.trace->diagnostics.Add(Diag::kCpuBoundOnlyWhenTraced);
+  }
   a.gpus = GpuSlackWindows(*a.graph, a.timeline, a.slack, a.window, options.slack_threshold_ns);
   return a;
 }
@@ -147,6 +159,7 @@ nlohmann::json AnalysisToJson(const TraceAnalysis& a) {
     per.push_back({{"name", a.iterations.iterations[i].name},
                    {"measured_us", NsToUs(a.measured_times[i])},
                    {"replayed_us", NsToUs(a.replayed_times[i])}});
+    if (a.corrected()) per.back()["corrected_us"] = NsToUs(a.timeline_times[i]);
   }
   j["per_iteration"] = per;
   j["replay_error_pct"] = a.replay_error_pct();

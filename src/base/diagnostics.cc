@@ -67,6 +67,9 @@ constexpr std::array<DiagnosticSpec, static_cast<size_t>(Diag::kCount)> kDiagnos
      "no iteration marker matched; the whole trace is one iteration"},
     {Diag::kIterationPartial, "iteration_partial", Severity::kInfo,
      "iteration cut by the trace window; not used for the steady state"},
+    {Diag::kCpuBoundOnlyWhenTraced, "cpu_bound_only_when_traced", Severity::kWarning,
+     "the traced critical path is mostly CPU, the corrected one is not: the GPU idled waiting for "
+     "launches the profiler slowed; slack seen in the raw trace is not in the real run"},
 }};
 
 constexpr bool SpecsInOrder() {

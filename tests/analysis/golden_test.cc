@@ -28,6 +28,7 @@ TEST(HtaGoldenTest, CriticalGpuOpsAgreeWithHta) {
   const std::string path = SharedPath("traces/hta/cp_simple_add_a100.json.gz");
   AnalyzeOptions options;
   options.iteration_regex = "^no-such-marker$";  // the whole trace, as in HTA's golden run
+  options.overhead.mode = OverheadOptions::Mode::kOff;  // HTA works on the traced timeline
   auto a = AnalyzeTrace(path, options);
   ASSERT_TRUE(a.ok()) << a.status().ToString();
   const auto& n = a->graph->nodes();
@@ -100,7 +101,9 @@ class MultistreamTest : public ::testing::Test {
  protected:
   void SetUp() override {
     EMO_REQUIRE_SHARED();
-    auto a = AnalyzeTrace(SharedPath("traces/h200/multistream.json.gz"), {});
+    AnalyzeOptions options;
+    options.overhead.mode = OverheadOptions::Mode::kOff;  // the figures below are traced times
+    auto a = AnalyzeTrace(SharedPath("traces/h200/multistream.json.gz"), options);
     ASSERT_TRUE(a.ok()) << a.status().ToString();
     a_ = std::make_unique<TraceAnalysis>(std::move(a).value());
   }

@@ -45,6 +45,7 @@ enum class Diag : uint16_t {
   kFlowMismatch,              // ac2g flow disagrees with the correlation join
   kIterationMarkerMissing,    // no ProfilerStep/regex marker: the whole trace is one iteration
   kIterationPartial,          // iteration cut by the trace window
+  kCpuBoundOnlyWhenTraced,    // CPU-bound as traced, GPU-bound once the profiler's overhead is undone
   kCount
 };
 
