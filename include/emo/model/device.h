@@ -1,0 +1,72 @@
+// Device models: the per-GPU facts and parameters the clock model needs, read from
+// devices/<name>.json. Every number in a device file is an object
+//   {"value": x, "source": "where it comes from", "assumption": true|false, "reasoning": "..."}
+// and the loader refuses a number without a source, or an assumption without its reasoning.
+#pragma once
+
+#include <array>
+#include <map>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "emo/base/status.h"
+#include "emo/base/units.h"
+#include "emo/model/clock_model.h"
+#include "emo/model/kernel_class.h"
+
+namespace emo::model {
+
+// Where one number of a device file comes from.
+struct Provenance {
+  std::string source;
+  bool assumption = false;
+  std::string reasoning;  // required when assumption
+};
+
+// Per kernel class priors: how a pack of that class scales with the clock and what it draws.
+struct ClassPrior {
+  double comp_share = 0.9;  // t_comp / (t_mem + t_comp) at f_max
+  double activity = 0.0;    // c in W/MHz (P = P_static + c * f * V(f)^2)
+};
+
+// One GPU model.
+struct DeviceModel {
+  std::string name;               // file stem: "h200", "a100-sxm"
+  std::string gpu;                // marketing name
+  std::string path;               // the file it was read from
+  std::vector<MegaHertz> clocks;  // ascending; clocks.back() == gpu_params.f_max
+  MegaHertz default_clock{0.0};
+  GpuParams params;                 // f_max, P_static, voltage curve, power limit
+  Watts cap_power{0.0};             // average board power while the limiter holds (<= power limit)
+  Watts idle_power{0.0};            // idle between kernels at the default clock, context resident
+  Watts idle_power_min_clock{0.0};  // idle at the lowest clock (0 when unknown)
+  std::array<ClassPrior, kNumKernelClasses> classes{};
+  // Scale of the class powers above idle calibrated on measured iteration energies (see
+  // iteration_energy.h); 1 when the file has none.
+  double activity_scale = 1.0;
+  std::map<std::string, Provenance> provenance;  // by field path, e.g. "voltage.ridge_mhz"
+  int assumptions = 0;                           // how many numbers are marked as assumptions
+  nlohmann::json raw;                            // the file as read
+
+  const ClassPrior& Prior(KernelClass c) const { return classes[static_cast<size_t>(c)]; }
+  // Idle power at clock f: linear in f*V(f)^2 between the two measured idle points when both are
+  // known, else idle_power at every clock.
+  Watts IdlePower(MegaHertz f) const;
+  // The table clock nearest to f.
+  MegaHertz NearestClock(MegaHertz f) const;
+};
+
+// Parses a device file's JSON. `path` names it in errors.
+Result<DeviceModel> ParseDevice(const nlohmann::json& j, const std::string& path);
+// Reads and parses one device file.
+Result<DeviceModel> LoadDevice(const std::string& path);
+// The folder of device files: $EMO_DEVICES_DIR when set, else the source tree's devices/.
+std::string DefaultDevicesDir();
+// Every *.json in `dir`, sorted by name. Fails on the first file that does not parse.
+Result<std::vector<DeviceModel>> LoadDevices(const std::string& dir);
+// A device by name ("h200") from `dir`, or by path when `name_or_path` names a file.
+Result<DeviceModel> FindDevice(const std::string& name_or_path, const std::string& dir);
+
+}  // namespace emo::model

@@ -1,0 +1,54 @@
+// Kernel classes from kernel names: the coarse split the power/time model keeps priors for.
+//
+//   compute:        GEMM (cuBLAS, cuBLASLt nvjet, CUTLASS, Tensile), convolution (cuDNN, xmma
+//                   implicit GEMM, Winograd, FFT), attention (flash, fmha, cuDNN SDPA)
+//   memory:         elementwise, reductions (incl. softmax, losses, pooling, GEMV, split-K
+//                   reductions), norms, copies (memcpy, cat, gather/scatter, index, transpose),
+//                   memset and fills
+//   communication:  NCCL and other collective / peer-to-peer kernels
+//   other:          everything else (index arithmetic, sorting, unnamed Triton kernels, ...)
+//
+// The rules are ordered substring tests on the lower-cased name (the first match wins), written
+// against the kernel names of the traces in ../shared/traces (tests/model/kernel_class_test.cc
+// holds a representative list). Launch configuration is not used: on those traces the names
+// alone decide every kernel that carries real time (see docs/model.md).
+#pragma once
+
+#include <cstdint>
+#include <string_view>
+
+namespace emo::model {
+
+enum class KernelClass : uint8_t { kCompute = 0, kMemory = 1, kCommunication = 2, kOther = 3 };
+inline constexpr int kNumKernelClasses = 4;
+
+// The finer kind a name was recognized as; ClassOf maps it to its class.
+enum class KernelKind : uint8_t {
+  kGemm,
+  kConv,
+  kAttention,
+  kElementwise,
+  kReduction,
+  kNorm,
+  kCopy,
+  kMemset,
+  kCollective,
+  kOther,
+};
+
+std::string_view KernelClassName(KernelClass c);  // "compute", "memory", "communication", "other"
+std::string_view KernelKindName(KernelKind k);    // "gemm", "conv", ..., "other"
+
+// Parses a class name as printed by KernelClassName; false when unknown.
+bool ParseKernelClass(std::string_view name, KernelClass& out);
+
+KernelClass ClassOf(KernelKind kind);
+
+// The kind of a GPU operation from its name (kernel, "Memcpy ..." or "Memset ..." as Kineto
+// names them).
+KernelKind ClassifyKind(std::string_view name);
+
+// The class of a GPU operation from its name: ClassOf(ClassifyKind(name)).
+KernelClass Classify(std::string_view name);
+
+}  // namespace emo::model

@@ -1,0 +1,49 @@
+// Per-pack clock options for the optimizer: a pack's time/energy model built from its busy time
+// per kernel class and a device model, evaluated at every clock of the device's table, with the
+// dominated clocks filtered out.
+#pragma once
+
+#include <array>
+#include <span>
+#include <vector>
+
+#include "emo/base/units.h"
+#include "emo/model/clock_model.h"
+#include "emo/model/device.h"
+#include "emo/model/kernel_class.h"
+
+namespace emo::model {
+
+// A pack's GPU busy time per kernel class (s), as measured.
+struct ClassTimes {
+  std::array<double, kNumKernelClasses> busy_s{};
+  double Total() const;
+};
+
+// The UnitModel of a pack whose busy times were measured with the GPU running at
+// `measured_clock` (the default clock, or the clock the limiter throttled the run to, see
+// ThrottleClock in iteration_energy.h). Each class's time splits into a clock-bound part (its
+// prior's comp_share) and a clock-free part; the activity is the time-weighted class activity,
+// with the part above idle scaled by the device's activity_scale.
+//
+// f_cap: the limiter averages power over about a second, longer than a pack, so a pack is not
+// capped on its own power; but a run that was throttled (measured_clock below the default clock)
+// stays throttled whatever higher clock is locked, so f_cap = measured_clock then, else +inf.
+UnitModel PackUnitModel(const DeviceModel& device, const ClassTimes& times,
+                        MegaHertz measured_clock);
+
+// One clock choice for a unit.
+struct ClockOption {
+  MegaHertz clock{0.0};
+  double time_s = 0.0;
+  double energy_j = 0.0;
+};
+
+// Time and energy at every clock of the device's table, ascending by clock.
+std::vector<ClockOption> ClockOptions(const DeviceModel& device, const UnitModel& unit);
+
+// Indices of the Pareto-optimal options (no other option is at most as slow and at most as
+// costly, and strictly better in one), sorted by time ascending. Ties in both keep the first.
+std::vector<size_t> ParetoFront(std::span<const ClockOption> options);
+
+}  // namespace emo::model

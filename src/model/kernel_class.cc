@@ -1,0 +1,253 @@
+#include "emo/model/kernel_class.h"
+
+#include <algorithm>
+#include <string>
+
+namespace emo::model {
+namespace {
+
+struct Rule {
+  std::string_view pattern;  // lower case
+  KernelKind kind;
+};
+
+// Ordered: the first rule whose pattern occurs in the lower-cased name wins. Order matters where
+// names carry several hints: cuDNN's SDPA kernel names say "fprop" and "wgmma" but are attention;
+// xmma "implicit_gemm" with fprop/dgrad/wgrad is convolution; cuBLAS split-K reductions and
+// GEMV kernels contain "gemm"/"gemv" but move data rather than multiply tiles; cuDNN's fusion
+// helpers around SDPA are pointwise.
+constexpr Rule kRules[] = {
+    // Communication first: NCCL names also say Reduce/Sum/Broadcast.
+    {"nccl", KernelKind::kCollective},
+    {"all_reduce", KernelKind::kCollective},
+    {"allreduce", KernelKind::kCollective},
+    {"all_gather", KernelKind::kCollective},
+    {"allgather", KernelKind::kCollective},
+    {"reduce_scatter", KernelKind::kCollective},
+    {"reducescatter", KernelKind::kCollective},
+    {"alltoall", KernelKind::kCollective},
+    {"all_to_all", KernelKind::kCollective},
+    {"nvshmem", KernelKind::kCollective},
+    {"memcpy ptop", KernelKind::kCollective},  // peer-to-peer copy between GPUs
+    // Runtime copies and sets (Kineto names them "Memcpy DtoD (...)", "Memset (Device)").
+    {"memcpy", KernelKind::kCopy},
+    {"memset", KernelKind::kMemset},
+    // Index arithmetic helpers that would otherwise match conv/gemm words.
+    {"offsets", KernelKind::kOther},
+    // Pointwise/reduction helpers around cuDNN attention, and KV-cache writes (their names say
+    // "flash" after the attention backend they feed).
+    {"cudnn::fusion::", KernelKind::kElementwise},
+    {"reshape_and_cache", KernelKind::kCopy},
+    // Attention before conv (SDPA names contain fprop/bprop) and gemm.
+    {"flash", KernelKind::kAttention},
+    {"fmha", KernelKind::kAttention},
+    {"sdpa", KernelKind::kAttention},
+    {"attention", KernelKind::kAttention},
+    {"attn", KernelKind::kAttention},
+    // Reductions that live inside GEMM libraries.
+    {"splitkreduce", KernelKind::kReduction},
+    {"reducesplitk", KernelKind::kReduction},
+    {"gemv2", KernelKind::kReduction},
+    {"gemvnsp", KernelKind::kReduction},
+    {"gemvx", KernelKind::kReduction},
+    {"dot_kernel", KernelKind::kReduction},
+    {"reduce_1block", KernelKind::kReduction},
+    {"epilogue::", KernelKind::kElementwise},  // cuBLASLt epilogue kernels
+    {"quantize", KernelKind::kElementwise},
+    {"rotary", KernelKind::kElementwise},  // rotary_embedding: pointwise, not a lookup
+    // Convolution before gemm (implicit-GEMM convolutions say "gemm").
+    {"convolution", KernelKind::kConv},
+    {"conv1d", KernelKind::kConv},
+    {"conv2d", KernelKind::kConv},
+    {"conv3d", KernelKind::kConv},
+    {"3dconv", KernelKind::kConv},
+    {"::conv", KernelKind::kConv},
+    {"conv_", KernelKind::kConv},
+    {"fprop", KernelKind::kConv},
+    {"dgrad", KernelKind::kConv},
+    {"wgrad", KernelKind::kConv},
+    {"scudnn", KernelKind::kConv},
+    {"winograd", KernelKind::kConv},
+    {"fft2d", KernelKind::kConv},
+    // GEMM.
+    {"gemm", KernelKind::kGemm},
+    {"nvjet", KernelKind::kGemm},
+    {"xmma", KernelKind::kGemm},
+    {"wgmma", KernelKind::kGemm},
+    {"matmul", KernelKind::kGemm},
+    {"bmm_", KernelKind::kGemm},
+    {"cijk_", KernelKind::kGemm},  // rocBLAS / Tensile
+    {"triton_tem", KernelKind::kGemm},
+    {"triton_mm", KernelKind::kGemm},
+    // Norms before reductions (their names say "reduce"/"moments").
+    {"layer_norm", KernelKind::kNorm},
+    {"layernorm", KernelKind::kNorm},
+    {"rms_norm", KernelKind::kNorm},
+    {"rmsnorm", KernelKind::kNorm},
+    {"batch_norm", KernelKind::kNorm},
+    {"batchnorm", KernelKind::kNorm},
+    {"group_norm", KernelKind::kNorm},
+    {"groupnorm", KernelKind::kNorm},
+    {"instance_norm", KernelKind::kNorm},
+    {"gammabeta", KernelKind::kNorm},
+    {"rowwisemoments", KernelKind::kNorm},
+    {"bn_fw", KernelKind::kNorm},
+    {"bn_bw", KernelKind::kNorm},
+    // Data movement whose names also carry reduction words.
+    {"catarray", KernelKind::kCopy},
+    {"padding", KernelKind::kCopy},
+    {"permute", KernelKind::kCopy},
+    {"nchwtonhwc", KernelKind::kCopy},
+    {"nhwctonchw", KernelKind::kCopy},
+    // Reductions.
+    {"triton_red", KernelKind::kReduction},
+    {"triton_per", KernelKind::kReduction},
+    {"reduce", KernelKind::kReduction},
+    {"softmax", KernelKind::kReduction},
+    {"nll_loss", KernelKind::kReduction},
+    {"cross_entropy", KernelKind::kReduction},
+    {"pool", KernelKind::kReduction},
+    {"argmax", KernelKind::kReduction},
+    {"topk", KernelKind::kReduction},
+    {"histogram", KernelKind::kReduction},
+    // Copies and data movement.
+    {"copy", KernelKind::kCopy},
+    {"gather", KernelKind::kCopy},
+    {"scatter", KernelKind::kCopy},
+    {"index", KernelKind::kCopy},
+    {"embedding", KernelKind::kCopy},
+    {"transpose", KernelKind::kCopy},
+    // Fills.
+    {"fillfunctor", KernelKind::kMemset},
+    {"fill_kernel", KernelKind::kMemset},
+    // Elementwise.
+    {"triton_poi", KernelKind::kElementwise},
+    {"elementwise", KernelKind::kElementwise},
+    {"multi_tensor_apply", KernelKind::kElementwise},
+    {"dropout", KernelKind::kElementwise},
+    {"quant", KernelKind::kElementwise},
+    {"scal_kernel", KernelKind::kElementwise},
+    {"scalepackedtensor", KernelKind::kElementwise},
+    {"functor", KernelKind::kElementwise},
+};
+
+// The name without its parameter list: demangled signatures end in "(int, float const*, ...)"
+// whose types (cudnn::reduced_divisor, flashinfer::..., _typeConvert) would mislead the rules.
+// Template arguments are kept: they often name the operation (direct_copy_kernel_cuda, ...).
+std::string_view StripParameters(std::string_view name) {
+  int angle = 0;  // depth of template arguments
+  int paren = 0;  // parentheses inside template arguments: "enable_if<((8)>(0))>"
+  for (size_t i = 0; i < name.size(); ++i) {
+    const char ch = name[i];
+    if (angle > 0) {
+      if (ch == '(') ++paren;
+      if (ch == ')' && paren > 0) --paren;
+      if (ch == '<' && paren == 0) ++angle;
+      if (ch == '>' && paren == 0) --angle;
+      continue;
+    }
+    if (ch == '<') {
+      ++angle;
+    } else if (ch == '(') {
+      if (name.substr(i).starts_with("(anonymous namespace)")) {
+        i += std::string_view("(anonymous namespace)").size() - 1;
+        continue;
+      }
+      if (i > 0) return name.substr(0, i);
+    }
+  }
+  return name;
+}
+
+}  // namespace
+
+std::string_view KernelClassName(KernelClass c) {
+  switch (c) {
+    case KernelClass::kCompute:
+      return "compute";
+    case KernelClass::kMemory:
+      return "memory";
+    case KernelClass::kCommunication:
+      return "communication";
+    case KernelClass::kOther:
+      return "other";
+  }
+  return "other";
+}
+
+std::string_view KernelKindName(KernelKind k) {
+  switch (k) {
+    case KernelKind::kGemm:
+      return "gemm";
+    case KernelKind::kConv:
+      return "conv";
+    case KernelKind::kAttention:
+      return "attention";
+    case KernelKind::kElementwise:
+      return "elementwise";
+    case KernelKind::kReduction:
+      return "reduction";
+    case KernelKind::kNorm:
+      return "norm";
+    case KernelKind::kCopy:
+      return "copy";
+    case KernelKind::kMemset:
+      return "memset";
+    case KernelKind::kCollective:
+      return "collective";
+    case KernelKind::kOther:
+      return "other";
+  }
+  return "other";
+}
+
+bool ParseKernelClass(std::string_view name, KernelClass& out) {
+  for (int i = 0; i < kNumKernelClasses; ++i) {
+    const auto c = static_cast<KernelClass>(i);
+    if (KernelClassName(c) == name) {
+      out = c;
+      return true;
+    }
+  }
+  return false;
+}
+
+KernelClass ClassOf(KernelKind kind) {
+  switch (kind) {
+    case KernelKind::kGemm:
+    case KernelKind::kConv:
+    case KernelKind::kAttention:
+      return KernelClass::kCompute;
+    case KernelKind::kElementwise:
+    case KernelKind::kReduction:
+    case KernelKind::kNorm:
+    case KernelKind::kCopy:
+    case KernelKind::kMemset:
+      return KernelClass::kMemory;
+    case KernelKind::kCollective:
+      return KernelClass::kCommunication;
+    case KernelKind::kOther:
+      return KernelClass::kOther;
+  }
+  return KernelClass::kOther;
+}
+
+KernelKind ClassifyKind(std::string_view name) {
+  std::string lower(StripParameters(name));
+  std::transform(lower.begin(), lower.end(), lower.begin(), [](char ch) {
+    return (ch >= 'A' && ch <= 'Z') ? static_cast<char>(ch - 'A' + 'a') : ch;
+  });
+  // "fbgemm_gpu::" names a library (embedding, permute, quantize kernels), not a GEMM.
+  static constexpr std::string_view kFbgemm = "fbgemm_gpu::";
+  for (size_t at = lower.find(kFbgemm); at != std::string::npos; at = lower.find(kFbgemm)) {
+    lower.erase(at, kFbgemm.size());
+  }
+  for (const Rule& rule : kRules) {
+    if (lower.find(rule.pattern) != std::string::npos) return rule.kind;
+  }
+  return KernelKind::kOther;
+}
+
+KernelClass Classify(std::string_view name) { return ClassOf(ClassifyKind(name)); }
+
+}  // namespace emo::model
