@@ -14,12 +14,23 @@ namespace {
 
 std::string Shared(const char* rel) { return std::string(EMO_SHARED_DIR) + "/" + rel; }
 
+// The file under ../shared, or "" after marking the benchmark skipped.
+std::string SharedOrSkip(benchmark::State& state, const char* rel) {
+  std::string path = Shared(rel);
+  if (std::filesystem::exists(path)) return path;
+  state.SkipWithError("../shared is missing");
+  return {};
+}
+
+// Events per second of CPU time, from the events one iteration handles.
+void SetRate(benchmark::State& state, const char* name, double per_iteration) {
+  state.counters[name] = benchmark::Counter(per_iteration * static_cast<double>(state.iterations()),
+                                            benchmark::Counter::kIsRate);
+}
+
 void BM_AnalyzeTrace(benchmark::State& state, const char* rel) {
-  const std::string path = Shared(rel);
-  if (!std::filesystem::exists(path)) {
-    state.SkipWithError("../shared is missing");
-    return;
-  }
+  const std::string path = SharedOrSkip(state, rel);
+  if (path.empty()) return;
   int64_t events = 0;
   for (auto _ : state) {
     auto a = emo::analysis::AnalyzeTrace(path, {});
@@ -31,18 +42,14 @@ void BM_AnalyzeTrace(benchmark::State& state, const char* rel) {
     benchmark::DoNotOptimize(a->slack.slack.data());
   }
   state.counters["events"] = static_cast<double>(events);
-  state.counters["events/s"] = benchmark::Counter(static_cast<double>(events) * static_cast<double>(state.iterations()),
-                                                  benchmark::Counter::kIsRate);
+  SetRate(state, "events/s", static_cast<double>(events));
 }
 
 // Parsing only (the file already decompressed in memory is not measured separately: the
 // whole read path is what a user waits for).
 void BM_ReadTrace(benchmark::State& state, const char* rel) {
-  const std::string path = Shared(rel);
-  if (!std::filesystem::exists(path)) {
-    state.SkipWithError("../shared is missing");
-    return;
-  }
+  const std::string path = SharedOrSkip(state, rel);
+  if (path.empty()) return;
   int64_t events = 0;
   for (auto _ : state) {
     auto t = emo::trace::ReadTrace(path);
@@ -52,25 +59,20 @@ void BM_ReadTrace(benchmark::State& state, const char* rel) {
     }
     events = t->meta.raw_events;
   }
-  state.counters["events/s"] = benchmark::Counter(static_cast<double>(events) * static_cast<double>(state.iterations()),
-                                                  benchmark::Counter::kIsRate);
+  SetRate(state, "events/s", static_cast<double>(events));
 }
 
 // Decompression alone (zlib), the floor under every .json.gz number above.
 void BM_Gunzip(benchmark::State& state, const char* rel) {
-  const std::string path = Shared(rel);
-  if (!std::filesystem::exists(path)) {
-    state.SkipWithError("../shared is missing");
-    return;
-  }
+  const std::string path = SharedOrSkip(state, rel);
+  if (path.empty()) return;
   size_t bytes = 0;
   for (auto _ : state) {
     auto data = emo::ReadFileMaybeGzip(path);
     bytes = data->size();
     benchmark::DoNotOptimize(data->data());
   }
-  state.counters["MB/s"] = benchmark::Counter(static_cast<double>(bytes) * 1e-6 * static_cast<double>(state.iterations()),
-                                              benchmark::Counter::kIsRate);
+  SetRate(state, "MB/s", static_cast<double>(bytes) * 1e-6);
 }
 
 BENCHMARK_CAPTURE(BM_Gunzip, pp_gpt_rank0, "traces/h200/pp_gpt_rank0.json.gz")->Unit(benchmark::kMillisecond);
