@@ -16,5 +16,9 @@ struct CommandSpec {
 
 void SetupAnalyze(CLI::App& app, int& exit_code);
 void SetupWhatif(CLI::App& app, int& exit_code);
+void SetupCalibrateOverhead(CLI::App& app, int& exit_code);
+void SetupDevices(CLI::App& app, int& exit_code);
+void SetupModel(CLI::App& app, int& exit_code);
+void SetupPipeline(CLI::App& app, int& exit_code);
 
 }  // namespace emo::cli

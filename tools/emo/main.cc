@@ -9,6 +9,10 @@ namespace {
 constexpr emo::cli::CommandSpec kCommands[] = {
     {"analyze", emo::cli::SetupAnalyze},
     {"whatif", emo::cli::SetupWhatif},
+    {"calibrate-overhead", emo::cli::SetupCalibrateOverhead},
+    {"devices", emo::cli::SetupDevices},
+    {"model", emo::cli::SetupModel},
+    {"pipeline", emo::cli::SetupPipeline},
 };
 
 }  // namespace
