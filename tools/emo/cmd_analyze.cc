@@ -42,9 +42,13 @@ void PrintSummary(const analysis::TraceAnalysis& a) {
              a.corrected() ? "corrected" : "traced", NsToUs(cp.total()), pct(analysis::PathCategory::kGpuCompute),
              pct(analysis::PathCategory::kCommunication), pct(analysis::PathCategory::kCpu),
              pct(analysis::PathCategory::kLaunch));
+  const TimeNs span = std::max<TimeNs>(1, a.horizon - analysis::FirstIterationStart(*a.graph, a.iterations, a.timeline));
   for (const auto& g : a.gpus) {
-    fmt::print("  GPU {}             busy {:.1f} ms, in slack windows {:.1f} ms ({} windows)\n", g.device,
-               NsToMs(g.busy_ns), NsToMs(g.slack_ns), g.windows.size());
+    fmt::print("  GPU {}             busy {:.1f} % of {:.1f} ms ({} iterations); {:.1f} % of busy time in {} slack windows\n",
+               g.device, 100.0 * static_cast<double>(g.busy_ns) / static_cast<double>(span), NsToMs(span),
+               a.iterations.iterations.size(),
+               g.busy_ns > 0 ? 100.0 * static_cast<double>(g.slack_ns) / static_cast<double>(g.busy_ns) : 0.0,
+               g.windows.size());
   }
   fmt::print("  graph             {} nodes, {} edges\n", a.graph->num_nodes(), a.graph->num_edges());
   for (const auto& row : a.AllDiagnostics().Rows()) {
