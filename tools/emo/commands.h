@@ -20,5 +20,6 @@ void SetupCalibrateOverhead(CLI::App& app, int& exit_code);
 void SetupDevices(CLI::App& app, int& exit_code);
 void SetupModel(CLI::App& app, int& exit_code);
 void SetupPipeline(CLI::App& app, int& exit_code);
+void SetupOptimize(CLI::App& app, int& exit_code);
 
 }  // namespace emo::cli

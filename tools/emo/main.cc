@@ -12,6 +12,7 @@ constexpr emo::cli::CommandSpec kCommands[] = {
     {"calibrate-overhead", emo::cli::SetupCalibrateOverhead},
     {"devices", emo::cli::SetupDevices},
     {"model", emo::cli::SetupModel},
+    {"optimize", emo::cli::SetupOptimize},
     {"pipeline", emo::cli::SetupPipeline},
 };
 
