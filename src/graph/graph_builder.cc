@@ -304,7 +304,10 @@ void GraphBuilder::AddContentionEdges() {
                                [&](uint32_t u, TimeNs x) { return n.end[u] < x; });
     uint32_t best = UINT32_MAX;
     TimeNs best_dist = INT64_MAX;
-    for (; it != ends.end() && n.end[*it] <= n.start[v] + max_tail; ++it) {
+    // Bounded scan: a trace with one very long op (a NCCL kernel waiting for peers) widens
+    // the window; the nearest ends are what matter.
+    int budget = 256;
+    for (; it != ends.end() && n.end[*it] <= n.start[v] + max_tail && budget-- > 0; ++it) {
       const uint32_t u = *it;
       if (n.resource[u] == n.resource[v] || n.start[u] >= n.start[v] || n.end[u] <= ready[v]) continue;
       const TimeNs overlap = n.end[u] - n.start[v];

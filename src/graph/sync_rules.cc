@@ -76,7 +76,10 @@ void GraphBuilder::AddStreamWaitEdges(uint32_t row) {
       auto pos = std::lower_bound(calls.begin(), calls.end(), wait_call.value(),
                                   [&](uint32_t a, uint32_t b) { return t_.cpu.start[a] < t_.cpu.start[b]; });
       std::vector<uint32_t> records;
-      for (auto it = pos; it != calls.begin();) {
+      // Walk back at most kMaxWalk calls: pairing looks at the recent past only.
+      constexpr std::ptrdiff_t kMaxWalk = 512;
+      const auto walk_end = pos - std::min<std::ptrdiff_t>(kMaxWalk, pos - calls.begin());
+      for (auto it = pos; it != walk_end;) {
         --it;
         std::string_view name = ApiName(CpuEventId(*it));
         if (IsEventRecordCall(name)) records.push_back(*it);
@@ -89,7 +92,7 @@ void GraphBuilder::AddStreamWaitEdges(uint32_t row) {
       // wait to pick the FIFO position.
       if (!records.empty()) {
         size_t waits_before = 0;
-        for (auto it = pos; it != calls.begin();) {
+        for (auto it = pos; it != walk_end;) {
           --it;
           if (*it == records.back()) break;
           if (Contains(ApiName(CpuEventId(*it)), "StreamWaitEvent")) ++waits_before;
