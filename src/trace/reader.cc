@@ -21,6 +21,9 @@ bool IsSpace(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r'; }
 
 // One phrase saying what `head` looks like, for the "no reader accepts it" error.
 std::string Describe(std::string_view head) {
+  if (head.size() >= 262 && head.substr(257, 5) == "ustar") {
+    return "a tar archive (extract it and pass the trace files inside, one per rank)";
+  }
   if (head.starts_with(std::string_view("SQLite format 3\0", 16))) {
     return "an SQLite database (an Nsight Systems export? no reader for it is registered yet)";
   }
