@@ -110,18 +110,9 @@ PlanPoint Descend(Evaluator& ev, const std::vector<PackModel>& models, TimeNs de
   }
 }
 
-}  // namespace
-
-Result<TracePlan> PlanTrace(const analysis::TraceAnalysis& a, const model::DeviceModel& device,
-                            const TracePlanOptions& options) {
-  const auto t0 = std::chrono::steady_clock::now();
-  TracePlan plan;
-  plan.device = device.name;
-  plan.model_source = device.path;
-  auto packs = packing::PackSteadyIteration(a, options.packing);
-  if (packs.empty()) {
-    return InvalidArgument(fmt::format("{}: the steady iteration has no GPU ops to plan", a.trace->meta.source_path));
-  }
+// Clock options of every pack from its busy time per kernel class.
+std::vector<PackModel> BuildModels(const analysis::TraceAnalysis& a, const model::DeviceModel& device,
+                                   const std::vector<packing::Pack>& packs) {
   const auto& n = a.graph->nodes();
   const auto& t = *a.trace;
   std::vector<PackModel> models(packs.size());
@@ -143,6 +134,59 @@ Result<TracePlan> PlanTrace(const analysis::TraceAnalysis& a, const model::Devic
       }
     }
   }
+  return models;
+}
+
+// Phases of the steady iteration for the pass-level baseline: maximal runs (in time order) of
+// ops launched by one CPU thread (the forward on the main thread, the backward on the autograd
+// thread, the optimizer back on the main thread); a run shorter than the minimum pack length
+// joins the one before (the same clock-switch constraint the plan obeys).
+std::vector<packing::Pack> Phases(const analysis::TraceAnalysis& a, const std::vector<packing::Pack>& packs,
+                                  TimeNs min_len) {
+  const auto& n = a.graph->nodes();
+  std::vector<graph::NodeId> ops;
+  for (const auto& p : packs) ops.insert(ops.end(), p.ops.begin(), p.ops.end());
+  std::sort(ops.begin(), ops.end(), [&](graph::NodeId x, graph::NodeId y) {
+    return a.timeline.start[x.value()] < a.timeline.start[y.value()];
+  });
+  auto thread_of = [&](graph::NodeId v) -> int64_t {
+    for (uint32_t ei : a.graph->InEdges(v)) {
+      const auto& e = a.graph->edges()[ei];
+      if (e.kind == graph::EdgeKind::kLaunch) return n.resource[e.src.value()];
+    }
+    return -1;
+  };
+  std::vector<packing::Pack> phases;
+  int64_t cur_thread = -2;
+  for (auto v : ops) {
+    const int64_t th = thread_of(v);
+    const bool short_run = !phases.empty() && a.timeline.start[v.value()] - phases.back().start < min_len;
+    if (phases.empty() || (th != cur_thread && !short_run)) {
+      packing::Pack p;
+      p.device = packs.front().device;
+      p.start = a.timeline.start[v.value()];
+      phases.push_back(std::move(p));
+    }
+    cur_thread = th;
+    phases.back().ops.push_back(v);
+  }
+  for (size_t i = 0; i < phases.size(); ++i) phases[i].end = i + 1 < phases.size() ? phases[i + 1].start : packs.back().end;
+  return phases;
+}
+
+}  // namespace
+
+Result<TracePlan> PlanTrace(const analysis::TraceAnalysis& a, const model::DeviceModel& device,
+                            const TracePlanOptions& options) {
+  const auto t0 = std::chrono::steady_clock::now();
+  TracePlan plan;
+  plan.device = device.name;
+  plan.model_source = device.path;
+  auto packs = packing::PackSteadyIteration(a, options.packing);
+  if (packs.empty()) {
+    return InvalidArgument(fmt::format("{}: the steady iteration has no GPU ops to plan", a.trace->meta.source_path));
+  }
+  const std::vector<PackModel> models = BuildModels(a, device, packs);
   Evaluator ev(a, device, packs, models);
   std::vector<size_t> base_choice(packs.size());
   for (size_t p = 0; p < packs.size(); ++p) base_choice[p] = models[p].default_index;
@@ -179,7 +223,77 @@ Result<TracePlan> PlanTrace(const analysis::TraceAnalysis& a, const model::Devic
     const auto& next = plan.packs[(p + 1) % plan.packs.size()];
     if (next.clock != plan.packs[p].clock) ++plan.switches;
   }
-  plan.replays = ev.replays;
+  // Pass-level baseline (Perseus' granularity): one clock per phase, best found by the same
+  // descent from the default and from the static-best clock.
+  if (packs.size() > 0 && std::all_of(packs.begin(), packs.end(), [&](const packing::Pack& p) { return p.device == packs.front().device; })) {
+    const auto phases = Phases(a, packs, options.packing.min_pack_ns);
+    const auto phase_models = BuildModels(a, device, phases);
+    Evaluator pev(a, device, phases, phase_models);
+    std::vector<size_t> d0(phases.size()), s0(phases.size());
+    for (size_t p = 0; p < phases.size(); ++p) {
+      d0[p] = phase_models[p].default_index;
+      s0[p] = static_choice.front();
+    }
+    const PlanPoint x = Descend(pev, phase_models, plan.deadline_ns, d0, nullptr);
+    const PlanPoint y = Descend(pev, phase_models, plan.deadline_ns, s0, nullptr);
+    plan.pass_level = x.energy_j <= y.energy_j ? x : y;
+    plan.pass_level_phases = phases.size();
+    // A third start for the plan: each pack at the pass-level clock of the phase holding most
+    // of its busy time; the plan is kept if this descent ends cheaper.
+    const auto& phase_choice = x.energy_j <= y.energy_j ? d0 : s0;
+    std::vector<size_t> from_pass(packs.size());
+    for (size_t p = 0; p < packs.size(); ++p) {
+      std::vector<TimeNs> busy(phases.size(), 0);
+      for (auto v : packs[p].ops) {
+        for (size_t q = 0; q < phases.size(); ++q) {
+          if (std::find(phases[q].ops.begin(), phases[q].ops.end(), v) != phases[q].ops.end()) busy[q] += a.durations[v.value()];
+        }
+      }
+      const size_t q = static_cast<size_t>(std::max_element(busy.begin(), busy.end()) - busy.begin());
+      from_pass[p] = phase_choice[q];
+    }
+    const PlanPoint z = Descend(ev, models, plan.deadline_ns, from_pass, nullptr);
+    if (z.time_ns <= plan.deadline_ns && z.energy_j < plan.plan.energy_j) {
+      plan.plan = z;
+      for (size_t p = 0; p < packs.size(); ++p) {
+        plan.packs[p].clock = models[p].options[from_pass[p]].clock;
+        plan.packs[p].busy_s = models[p].options[from_pass[p]].time_s;
+      }
+      plan.switches = 0;
+      for (size_t p = 0; p < plan.packs.size(); ++p) {
+        if (plan.packs[(p + 1) % plan.packs.size()].clock != plan.packs[p].clock) ++plan.switches;
+      }
+    }
+    // Dependency-blind per-kernel baseline: every memory-class op at the clock that minimises
+    // its own modelled energy, the rest at the default clock, slack not considered.
+    std::vector<packing::Pack> singles;
+    for (const auto& p : packs) {
+      for (auto v : p.ops) {
+        packing::Pack one;
+        one.device = p.device;
+        one.start = a.timeline.start[v.value()];
+        one.ops = {v};
+        singles.push_back(std::move(one));
+      }
+    }
+    std::sort(singles.begin(), singles.end(), [](const packing::Pack& x1, const packing::Pack& x2) { return x1.start < x2.start; });
+    const auto single_models = BuildModels(a, device, singles);
+    std::vector<size_t> blind(singles.size());
+    const auto& t = *a.trace;
+    for (size_t p = 0; p < singles.size(); ++p) {
+      const auto& m = single_models[p];
+      blind[p] = m.default_index;
+      const auto v = singles[p].ops.front().value();
+      if (model::Classify(t.Name(t.gpu.name[a.graph->nodes().ref[v]])) != model::KernelClass::kMemory) continue;
+      for (size_t i = 0; i < m.options.size(); ++i) {
+        if (m.options[i].energy_j < m.options[blind[p]].energy_j) blind[p] = i;
+      }
+    }
+    Evaluator bev(a, device, singles, single_models);
+    plan.per_kernel_blind = bev.Evaluate(blind);
+    plan.replays += pev.replays + bev.replays;
+  }
+  plan.replays += ev.replays;
   plan.solve_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
   return plan;
 }

@@ -44,6 +44,13 @@ struct TracePlan {
   PlanPoint plan;
   PlanPoint static_best;
   MegaHertz static_best_clock{0.0};
+  // Pass-level baseline: one clock per phase (runs of ops launched by one thread: forward,
+  // backward, optimizer), searched like the plan; 0 phases when not computed.
+  PlanPoint pass_level;
+  size_t pass_level_phases = 0;
+  // Dependency-blind per-kernel baseline: memory-bound ops at their own energy-optimal clock,
+  // the rest at the default clock; may break the latency target (that is its point).
+  PlanPoint per_kernel_blind;
   TimeNs deadline_ns = 0;
   std::vector<PlannedPack> packs;
   size_t switches = 0;           // clock changes per iteration (cyclic)
