@@ -41,6 +41,13 @@ TEST(TracePlanTest, EveryH200TraceMeetsTheTargetAndBeatsStaticBest) {
     EXPECT_LE(plan->plan.time_ns, static_cast<TimeNs>(1.02 * static_cast<double>(plan->baseline.time_ns)) + 1);
     EXPECT_LE(plan->plan.energy_j, plan->static_best.energy_j + 1e-9);
     EXPECT_LE(plan->static_best.energy_j, plan->baseline.energy_j + 1e-9);
+    // Baselines: pass-level searched like the plan (from the static best, so never worse);
+    // the dependency-blind one is scored, whatever its time.
+    ASSERT_GE(plan->pass_level_phases, 1u);
+    EXPECT_LE(plan->pass_level.energy_j, plan->static_best.energy_j + 1e-9);
+    EXPECT_LE(plan->pass_level.time_ns, plan->deadline_ns);
+    EXPECT_GT(plan->per_kernel_blind.time_ns, 0);
+    EXPECT_GE(plan->per_kernel_blind.time_ns, plan->baseline.time_ns);  // only slows ops down
     // The baseline replays the analysis timeline unchanged.
     EXPECT_EQ(plan->baseline.time_ns, a->timeline_ns());
     // Packs: every GPU op of the steady iteration in exactly one pack, packs in time order,
