@@ -1,9 +1,13 @@
 #!/usr/bin/env bash
 # Installs the build dependencies, builds with warnings as errors, runs every test that needs
-# no GPU (ctest -LE gpu). ../shared beside the repository is read by data tests.
+# no GPU (ctest -LE gpu|bench), then runs them all again under ASan+UBSan (Debug build).
+# ../shared beside the repository is read by data tests.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
 cmake --preset ci >/dev/null
 cmake --build --preset ci -j "$(nproc)"
 ctest --preset ci
+cmake --preset asan >/dev/null
+cmake --build --preset asan -j "$(nproc)"
+ctest --preset asan -j "$(nproc)"
