@@ -1,6 +1,7 @@
 // `emo pipeline`: plans per-instruction SM clocks for a pipeline-parallel training iteration
 // from a per-stage time/energy table (Perseus' setting) and prints its time–energy frontier.
 #include <cmath>
+#include <cstdio>
 #include <string>
 
 #include <fmt/format.h>
@@ -91,24 +92,26 @@ int RunPipeline(const PipelineFlags& flags) {
     }
   }
   const auto& base = plan->baseline;
-  fmt::print("emo pipeline: {}, {} stages x {} microbatches ({}), {} instructions\n", flags.profile, spec.stages,
+  // The summary goes to stderr when the JSON goes to stdout, so `--json -` stays parseable.
+  std::FILE* out = flags.json == "-" ? stderr : stdout;
+  fmt::print(out, "emo pipeline: {}, {} stages x {} microbatches ({}), {} instructions\n", flags.profile, spec.stages,
              spec.microbatches, flags.schedule, pipeline->problem.num_nodes());
-  fmt::print("  idle power {:.2f} W per GPU ({}); times {}\n", spec.idle_power_w, idle_why,
+  fmt::print(out, "  idle power {:.2f} W per GPU ({}); times {}\n", spec.idle_power_w, idle_why,
              spec.time_unit_ns > 0 ? fmt::format("floored to {} s (Perseus accounting)", flags.time_unit_s)
                                    : std::string("as measured"));
-  fmt::print("  {:<28} {:>10} {:>12} {:>8}\n", "", "time (s)", "energy (J)", "saving");
-  fmt::print("  {:<28} {:>10.4f} {:>12.1f} {:>8}\n", fmt::format("all at {} MHz", profile->max_clock_mhz),
+  fmt::print(out, "  {:<28} {:>10} {:>12} {:>8}\n", "", "time (s)", "energy (J)", "saving");
+  fmt::print(out, "  {:<28} {:>10.4f} {:>12.1f} {:>8}\n", fmt::format("all at {} MHz", profile->max_clock_mhz),
              NsToS(base.makespan_ns), base.energy_j, "-");
-  fmt::print("  {:<28} {:>10.4f} {:>12.1f} {:>7.2f}%\n", "EMO fastest", NsToS(plan->fastest.makespan_ns),
+  fmt::print(out, "  {:<28} {:>10.4f} {:>12.1f} {:>7.2f}%\n", "EMO fastest", NsToS(plan->fastest.makespan_ns),
              plan->fastest.energy_j, plan->fastest_saving_pct);
   if (plan->target.has_plan()) {
-    fmt::print("  {:<28} {:>10.4f} {:>12.1f} {:>7.2f}%\n",
+    fmt::print(out, "  {:<28} {:>10.4f} {:>12.1f} {:>7.2f}%\n",
                fmt::format("EMO within +{:g}% time", 100 * flags.max_slowdown), NsToS(plan->target.makespan_ns),
                plan->target.energy_j, plan->target_saving_pct);
   }
-  fmt::print("  frontier: {} points, {:.4f}-{:.4f} s; worst gap to the relaxation bound {:.3f}%\n",
+  fmt::print(out, "  frontier: {} points, {:.4f}-{:.4f} s; worst gap to the relaxation bound {:.3f}%\n",
              f.points.size(), NsToS(f.points.front().makespan_ns), NsToS(f.points.back().makespan_ns), worst_gap);
-  fmt::print("  solved in {:.1f} ms ({} solver, {} min cuts)\n", plan->solve_ms, plan->solver, f.iterations);
+  fmt::print(out, "  solved in {:.1f} ms ({} solver, {} min cuts)\n", plan->solve_ms, plan->solver, f.iterations);
 
   if (!flags.frontier.empty()) {
     Status s = WriteFrontierCsv(flags.frontier, f);
