@@ -37,6 +37,14 @@ NodeId IterationSink(const TraceAnalysis& a, const Schedule& s, size_t i) {
   return best;
 }
 
+// The critical path of the steady iteration under schedule `s` of `durations`.
+CriticalPath SteadyCriticalPath(const TraceAnalysis& a, std::span<const TimeNs> durations, const Schedule& s) {
+  const NodeId sink = IterationSink(a, s, a.steady);
+  if (!sink.valid()) return {};
+  const auto bounds = BoundsOf(*a.graph, a.iterations, s, a.steady);
+  return FindCriticalPath(*a.graph, durations, s, sink, bounds.start);
+}
+
 // A PyTorch-profiler trace: Kineto JSON with recorded operators.
 bool IsProfilerTrace(const trace::Trace& t) {
   if (t.meta.format != "kineto-json") return false;
@@ -97,34 +105,25 @@ Result<TraceAnalysis> AnalyzeTrace(const std::string& path, const AnalyzeOptions
   a.timeline = a.corrected() ? Replay(*a.graph, a.durations) : a.replayed;
   a.timeline_times = IterationTimes(*a.graph, a.iterations, a.timeline);
 
-  std::vector<TimeNs> ends = IterationEnds(*a.graph, a.iterations, a.timeline);
-  a.horizon = ends.back();
+  a.horizon = IterationEnds(*a.graph, a.iterations, a.timeline).back();
   a.window.assign(n.size(), false);
   for (uint32_t v = 0; v < n.size(); ++v) {
     a.window[v] = a.iterations.node_iteration[v] >= 0 && a.timeline.end[v] <= a.horizon;
   }
   a.slack = ComputeSlack(*a.graph, a.durations, a.timeline, a.window, a.horizon);
   const TimeNs first_start = FirstIterationStart(*a.graph, a.iterations, a.timeline);
-  const TimeNs steady_from = a.steady == 0 ? first_start : ends[a.steady - 1];
   NodeId sink = IterationSink(a, a.timeline, a.steady);
-  if (sink.valid()) {
-    a.steady_path = FindCriticalPath(*a.graph, a.durations, a.timeline, sink, steady_from);
-  }
+  if (sink.valid()) a.steady_path = SteadyCriticalPath(a, a.durations, a.timeline);
   NodeId last = IterationSink(a, a.timeline, a.iterations.iterations.size() - 1);
   if (last.valid()) {
     a.window_path = FindCriticalPath(*a.graph, a.durations, a.timeline, last, first_start);
   }
   if (a.corrected() && sink.valid()) {
     // Was the trace CPU-bound only because it was traced?
-    auto traced_ends = IterationEnds(*a.graph, a.iterations, a.replayed);
-    const TimeNs from = a.steady == 0 ? FirstIterationStart(*a.graph, a.iterations, a.replayed) : traced_ends[a.steady - 1];
-    NodeId traced_sink = IterationSink(a, a.replayed, a.steady);
-    CriticalPath traced = FindCriticalPath(*a.graph, a.traced_durations, a.replayed, traced_sink, from);
-    auto cpu_share = [](const CriticalPath& p) {
-      return static_cast<double>(p.time[static_cast<size_t>(PathCategory::kCpu)]) /
-             static_cast<double>(std::max<TimeNs>(1, p.total()));
-    };
-    if (cpu_share(traced) > 0.5 && cpu_share(a.steady_path) < 0.5) a.trace->diagnostics.Add(Diag::kCpuBoundOnlyWhenTraced);
+    const CriticalPath traced = SteadyCriticalPath(a, a.traced_durations, a.replayed);
+    if (traced.Share(PathCategory::kCpu) > 0.5 && a.steady_path.Share(PathCategory::kCpu) < 0.5) {
+      a.trace->diagnostics.Add(Diag::kCpuBoundOnlyWhenTraced);
+    }
   }
   a.gpus = GpuSlackWindows(*a.graph, a.timeline, a.slack, a.window, options.slack_threshold_ns);
   return a;
@@ -165,8 +164,7 @@ nlohmann::json AnalysisToJson(const TraceAnalysis& a) {
   j["replay_error_pct"] = a.replay_error_pct();
   j["replay_error_max_pct"] = max_err;
   const auto& cp = a.steady_path;
-  const double total = static_cast<double>(std::max<TimeNs>(1, cp.total()));
-  auto pct = [&](PathCategory c) { return 100.0 * static_cast<double>(cp.time[static_cast<size_t>(c)]) / total; };
+  auto pct = [&](PathCategory c) { return 100.0 * cp.Share(c); };
   j["critical_path"] = {{"gpu_pct", pct(PathCategory::kGpuCompute)},
                         {"cpu_pct", pct(PathCategory::kCpu)},
                         {"comm_pct", pct(PathCategory::kCommunication)},

@@ -144,6 +144,11 @@ std::vector<TimeNs> IterationTimes(const graph::Graph& g, const IterationMap& m,
   return times;
 }
 
+IterationBounds BoundsOf(const graph::Graph& g, const IterationMap& m, const Schedule& s, size_t i) {
+  const std::vector<TimeNs> ends = IterationEnds(g, m, s);
+  return {i == 0 ? FirstIterationStart(g, m, s) : ends[i - 1], ends[i]};
+}
+
 size_t SteadyIteration(const std::vector<TimeNs>& measured_times) {
   if (measured_times.empty()) return 0;
   // The first iteration's start is the weakest boundary (CPU work before its first CUDA call

@@ -22,15 +22,7 @@ ProfilerEventCounts CountProfilerEvents(const graph::Graph& g) {
   const auto& n = g.nodes();
   ProfilerEventCounts c;
   c.per_node.assign(n.size(), 0.0);
-  // Enter/exit points of recorded CPU ranges per thread, sorted.
-  std::vector<std::vector<TimeNs>> points(t.threads.size());
-  for (uint32_t i = 0; i < t.cpu.size(); ++i) {
-    if (t.cpu.kind[i] != trace::CpuKind::kOp && t.cpu.kind[i] != trace::CpuKind::kAnnotation) continue;
-    auto& p = points[t.cpu.thread[i].value()];
-    p.push_back(t.cpu.start[i]);
-    p.push_back(t.cpu.end[i]);
-  }
-  for (auto& p : points) std::sort(p.begin(), p.end());
+  const auto points = trace::RecordedCpuPoints(t);
   for (uint32_t v = 0; v < n.size(); ++v) {
     if (n.kind[v] == NodeKind::kApiCall) {
       c.per_node[v] = 1.0;

@@ -59,6 +59,10 @@ TimeNs CriticalPath::total() const {
   return sum;
 }
 
+double CriticalPath::Share(PathCategory c) const {
+  return static_cast<double>(time[static_cast<size_t>(c)]) / static_cast<double>(std::max<TimeNs>(1, total()));
+}
+
 // Walks back from the sink along binding constraints. Time is attributed with a cursor that
 // only moves back, so overlapping segments (an op that started in another op's tail: a
 // negative contention delay) are not counted twice: the categories sum to sink end - from.

@@ -215,14 +215,7 @@ void GraphBuilder::AddStreamOrderEdges() {
 void GraphBuilder::AddCrossThreadEdges() {
   if (thread_api_.size() < 2) return;
   const auto& cpu = t_.cpu;
-  // Recorded CPU event boundaries per thread (operators and annotations), sorted.
-  std::vector<std::vector<TimeNs>> points(t_.threads.size());
-  for (uint32_t i = 0; i < cpu.size(); ++i) {
-    if (cpu.kind[i] != CpuKind::kOp && cpu.kind[i] != CpuKind::kAnnotation) continue;
-    points[cpu.thread[i].value()].push_back(cpu.start[i]);
-    points[cpu.thread[i].value()].push_back(cpu.end[i]);
-  }
-  for (auto& p : points) std::sort(p.begin(), p.end());
+  const auto points = trace::RecordedCpuPoints(t_);
   // All API calls by end time, for "latest end before t on another thread".
   std::vector<uint32_t> by_end;
   for (const auto& calls : thread_api_) by_end.insert(by_end.end(), calls.begin(), calls.end());

@@ -166,18 +166,20 @@ double ForwardPass(const Prepared& p, std::span<const double> dur, std::vector<d
   return makespan;
 }
 
+double LatestFinish(const Prepared& p, std::span<const double> dur, const std::vector<double>& lf, uint32_t u,
+                    double deadline) {
+  double f = deadline;
+  for (uint32_t k = p.succ_begin[u]; k < p.succ_begin[u + 1]; ++k) {
+    const uint32_t v = p.succ[k];
+    f = std::min(f, lf[v] - dur[v] - p.succ_delay[k]);
+  }
+  return f;
+}
+
 void BackwardPass(const Prepared& p, std::span<const double> dur, double deadline,
                   std::vector<double>& lf) {
   lf.assign(p.n, deadline);
-  for (auto it = p.topo.rbegin(); it != p.topo.rend(); ++it) {
-    const uint32_t u = *it;
-    double f = deadline;
-    for (uint32_t k = p.succ_begin[u]; k < p.succ_begin[u + 1]; ++k) {
-      const uint32_t v = p.succ[k];
-      f = std::min(f, lf[v] - dur[v] - p.succ_delay[k]);
-    }
-    lf[u] = f;
-  }
+  for (auto it = p.topo.rbegin(); it != p.topo.rend(); ++it) lf[*it] = LatestFinish(p, dur, lf, *it, deadline);
 }
 
 Plan ToPlan(const Prepared& p, std::span<const uint32_t> useful_choice) {

@@ -56,6 +56,10 @@ Prepared Prepare(const Problem& problem);
 
 // Earliest finish of every node with durations `dur` (ns); returns the makespan.
 double ForwardPass(const Prepared& p, std::span<const double> dur, std::vector<double>& ef);
+// Latest finish of node u given the latest finishes `lf` of its successors (the backward
+// pass's step; the solvers that change durations during the pass call it directly).
+double LatestFinish(const Prepared& p, std::span<const double> dur, const std::vector<double>& lf, uint32_t u,
+                    double deadline);
 // Latest finish of every node so that everything ends by `deadline`.
 void BackwardPass(const Prepared& p, std::span<const double> dur, double deadline,
                   std::vector<double>& lf);

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <unordered_map>
 
 #include <fmt/format.h>
 
@@ -36,9 +37,8 @@ class Evaluator {
       for (auto v : packs_[p].ops) dur[v.value()] = static_cast<TimeNs>(std::llround(static_cast<double>(dur[v.value()]) * ratio));
     }
     const auto s = analysis::Replay(*a_.graph, dur);
-    const auto ends = analysis::IterationEnds(*a_.graph, a_.iterations, s);
-    const TimeNs lo = a_.steady == 0 ? analysis::FirstIterationStart(*a_.graph, a_.iterations, s) : ends[a_.steady - 1];
-    const TimeNs hi = ends[a_.steady];
+    const auto bounds = analysis::BoundsOf(*a_.graph, a_.iterations, s, a_.steady);
+    const TimeNs lo = bounds.start, hi = bounds.end;
     PlanPoint out{hi - lo, 0.0};
     // Pack windows tile [lo, hi): each from its first op's new start (the first from lo).
     for (size_t p = 0; p < packs_.size(); ++p) {
@@ -212,17 +212,8 @@ Result<TracePlan> PlanTrace(const analysis::TraceAnalysis& a, const model::Devic
   std::vector<size_t> from_static = static_choice;
   const PlanPoint b_pt = Descend(ev, models, plan.deadline_ns, from_static, nullptr);
   const bool use_static = b_pt.energy_j < a_pt.energy_j;
-  const auto& choice = use_static ? from_static : from_default;
+  std::vector<size_t> best_choice = use_static ? from_static : from_default;
   plan.plan = use_static ? b_pt : a_pt;
-  for (size_t p = 0; p < packs.size(); ++p) {
-    const auto& m = models[p];
-    PlannedPack pp{packs[p], m.options[choice[p]].clock, m.options[m.default_index].time_s, m.options[choice[p]].time_s};
-    plan.packs.push_back(std::move(pp));
-  }
-  for (size_t p = 0; p < plan.packs.size(); ++p) {
-    const auto& next = plan.packs[(p + 1) % plan.packs.size()];
-    if (next.clock != plan.packs[p].clock) ++plan.switches;
-  }
   // Pass-level baseline (Perseus' granularity): one clock per phase, best found by the same
   // descent from the default and from the static-best clock.
   if (packs.size() > 0 && std::all_of(packs.begin(), packs.end(), [&](const packing::Pack& p) { return p.device == packs.front().device; })) {
@@ -241,28 +232,21 @@ Result<TracePlan> PlanTrace(const analysis::TraceAnalysis& a, const model::Devic
     // A third start for the plan: each pack at the pass-level clock of the phase holding most
     // of its busy time; the plan is kept if this descent ends cheaper.
     const auto& phase_choice = x.energy_j <= y.energy_j ? d0 : s0;
+    std::unordered_map<uint32_t, size_t> phase_of;
+    for (size_t q = 0; q < phases.size(); ++q) {
+      for (auto v : phases[q].ops) phase_of[v.value()] = q;
+    }
     std::vector<size_t> from_pass(packs.size());
     for (size_t p = 0; p < packs.size(); ++p) {
       std::vector<TimeNs> busy(phases.size(), 0);
-      for (auto v : packs[p].ops) {
-        for (size_t q = 0; q < phases.size(); ++q) {
-          if (std::find(phases[q].ops.begin(), phases[q].ops.end(), v) != phases[q].ops.end()) busy[q] += a.durations[v.value()];
-        }
-      }
+      for (auto v : packs[p].ops) busy[phase_of.at(v.value())] += a.durations[v.value()];
       const size_t q = static_cast<size_t>(std::max_element(busy.begin(), busy.end()) - busy.begin());
       from_pass[p] = phase_choice[q];
     }
     const PlanPoint z = Descend(ev, models, plan.deadline_ns, from_pass, nullptr);
     if (z.time_ns <= plan.deadline_ns && z.energy_j < plan.plan.energy_j) {
       plan.plan = z;
-      for (size_t p = 0; p < packs.size(); ++p) {
-        plan.packs[p].clock = models[p].options[from_pass[p]].clock;
-        plan.packs[p].busy_s = models[p].options[from_pass[p]].time_s;
-      }
-      plan.switches = 0;
-      for (size_t p = 0; p < plan.packs.size(); ++p) {
-        if (plan.packs[(p + 1) % plan.packs.size()].clock != plan.packs[p].clock) ++plan.switches;
-      }
+      best_choice = from_pass;
     }
     // Dependency-blind per-kernel baseline: every memory-class op at the clock that minimises
     // its own modelled energy, the rest at the default clock, slack not considered.
@@ -292,6 +276,14 @@ Result<TracePlan> PlanTrace(const analysis::TraceAnalysis& a, const model::Devic
     Evaluator bev(a, device, singles, single_models);
     plan.per_kernel_blind = bev.Evaluate(blind);
     plan.replays += pev.replays + bev.replays;
+  }
+  for (size_t p = 0; p < packs.size(); ++p) {
+    const auto& m = models[p];
+    plan.packs.push_back({packs[p], m.options[best_choice[p]].clock, m.options[m.default_index].time_s,
+                          m.options[best_choice[p]].time_s});
+  }
+  for (size_t p = 0; p < plan.packs.size(); ++p) {
+    if (plan.packs[(p + 1) % plan.packs.size()].clock != plan.packs[p].clock) ++plan.switches;
   }
   plan.replays += ev.replays;
   plan.solve_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();

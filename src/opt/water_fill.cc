@@ -54,11 +54,7 @@ bool BackwardRound(const Prepared& p, double deadline, double min_rate, std::vec
   bool changed = false;
   for (auto it = p.topo.rbegin(); it != p.topo.rend(); ++it) {
     const uint32_t u = *it;
-    double f = deadline;
-    for (uint32_t e = p.succ_begin[u]; e < p.succ_begin[u + 1]; ++e) {
-      const uint32_t v = p.succ[e];
-      f = std::min(f, lf[v] - dur[v] - p.succ_delay[e]);
-    }
+    const double f = LatestFinish(p, dur, lf, u, deadline);
     const double es = ef[u] - dur[u];
     const uint32_t c = choice[u];
     if (c + 1 < p.opt_begin[u + 1] && f - es >= p.opt_dur[c + 1] - kTol) {

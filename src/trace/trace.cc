@@ -87,4 +87,16 @@ void Trace::Finalize() {
                    [](const GpuAnnotation& a, const GpuAnnotation& b) { return a.start < b.start; });
 }
 
+std::vector<std::vector<TimeNs>> RecordedCpuPoints(const Trace& t) {
+  std::vector<std::vector<TimeNs>> points(t.threads.size());
+  for (uint32_t i = 0; i < t.cpu.size(); ++i) {
+    if (t.cpu.kind[i] != CpuKind::kOp && t.cpu.kind[i] != CpuKind::kAnnotation) continue;
+    auto& p = points[t.cpu.thread[i].value()];
+    p.push_back(t.cpu.start[i]);
+    p.push_back(t.cpu.end[i]);
+  }
+  for (auto& p : points) std::sort(p.begin(), p.end());
+  return points;
+}
+
 }  // namespace emo::trace

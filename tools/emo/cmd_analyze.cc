@@ -34,10 +34,7 @@ void PrintSummary(const analysis::TraceAnalysis& a) {
                analysis::OverheadSourceName(a.overhead.source), a.overhead.note);
   }
   const auto& cp = a.steady_path;
-  double total = static_cast<double>(std::max<TimeNs>(1, cp.total()));
-  auto pct = [&](analysis::PathCategory c) {
-    return 100.0 * static_cast<double>(cp.time[static_cast<size_t>(c)]) / total;
-  };
+  auto pct = [&](analysis::PathCategory c) { return 100.0 * cp.Share(c); };
   fmt::print("  critical path     ({} timeline) {:.1f} us: GPU {:.1f} %, comm {:.1f} %, CPU {:.1f} %, launch/idle {:.1f} %\n",
              a.corrected() ? "corrected" : "traced", NsToUs(cp.total()), pct(analysis::PathCategory::kGpuCompute),
              pct(analysis::PathCategory::kCommunication), pct(analysis::PathCategory::kCpu),

@@ -36,6 +36,14 @@ std::vector<TimeNs> IterationEnds(const graph::Graph& g, const IterationMap& m, 
 // Start of the first iteration under `s` (its annotation start, shifted like the ends).
 TimeNs FirstIterationStart(const graph::Graph& g, const IterationMap& m, const Schedule& s);
 
+// Start and end of iteration i under `s`: from the previous iteration's end (the first
+// iteration's annotation start, shifted) to its own end. The time of iteration i is their gap.
+struct IterationBounds {
+  TimeNs start = 0;
+  TimeNs end = 0;
+};
+IterationBounds BoundsOf(const graph::Graph& g, const IterationMap& m, const Schedule& s, size_t i);
+
 // Per-iteration times: end[i] - end[i-1] (the period, right for loops where the CPU runs
 // ahead as well as for synchronized ones); the first is end[0] - start.
 std::vector<TimeNs> IterationTimes(const graph::Graph& g, const IterationMap& m, const Schedule& s);

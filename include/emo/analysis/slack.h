@@ -29,6 +29,8 @@ struct CriticalPath {
   // CPU intervals and API calls, launch latency and GPU idle gaps on edges.
   TimeNs time[static_cast<size_t>(PathCategory::kCount)] = {};
   TimeNs total() const;
+  // Share of the path's time in category c (0..1).
+  double Share(PathCategory c) const;
 };
 CriticalPath FindCriticalPath(const graph::Graph& g, std::span<const TimeNs> durations,
                               const Schedule& s, graph::NodeId sink, TimeNs from);

@@ -189,4 +189,8 @@ struct Trace {
   std::map<std::pair<int32_t, int64_t>, uint32_t> stream_index_;
 };
 
+// Enter and exit times of the recorded CPU ranges (operators and annotations) of every thread,
+// sorted, indexed by ThreadId: where the profiler was at work on a thread.
+std::vector<std::vector<TimeNs>> RecordedCpuPoints(const Trace& t);
+
 }  // namespace emo::trace
