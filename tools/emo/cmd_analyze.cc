@@ -18,7 +18,29 @@ struct AnalyzeArgs {
   std::string json;
   std::string perfetto;
   double slack_threshold_us = 20.0;
+  bool hta_path = false;
 };
+
+// The HTA-weighted critical path (analysis::FindHtaCriticalPath) of one analysis, as JSON.
+nlohmann::json HtaPathJson(const analysis::TraceAnalysis& a) {
+  const auto cp = analysis::FindHtaCriticalPath(*a.graph, a.window);
+  size_t gpu_ops = 0, api_calls = 0;
+  for (auto v : cp.nodes) {
+    const auto k = a.graph->nodes().kind[v.value()];
+    gpu_ops += k == graph::NodeKind::kGpuOp;
+    api_calls += k == graph::NodeKind::kApiCall;
+  }
+  auto us = [&](analysis::PathCategory c) { return NsToUs(cp.time[static_cast<size_t>(c)]); };
+  return {{"note", "HTA's edge weights on the traced timeline (CPU gaps between operators weigh 0): not wall time"},
+          {"gpu_ops", gpu_ops},
+          {"api_calls", api_calls},
+          {"nodes", cp.nodes.size()},
+          {"weight_us", {{"gpu", us(analysis::PathCategory::kGpuCompute)},
+                         {"comm", us(analysis::PathCategory::kCommunication)},
+                         {"cpu", us(analysis::PathCategory::kCpu)},
+                         {"launch", us(analysis::PathCategory::kLaunch)},
+                         {"total", NsToUs(cp.total())}}}};
+}
 
 void PrintSummary(const analysis::TraceAnalysis& a) {
   const auto& m = a.trace->meta;
@@ -78,7 +100,20 @@ int RunAnalyze(const AnalyzeArgs& args) {
     if (!st.ok()) return Fail("analyze", st);
     if (!json_to_stdout) fmt::print("wrote {} (open in https://ui.perfetto.dev)\n", args.perfetto);
   }
-  Status st = WriteJson(args.json, analysis::AnalysesToJson(all));
+  nlohmann::json out = analysis::AnalysesToJson(all);
+  if (args.hta_path) {
+    for (size_t i = 0; i < all.size(); ++i) {
+      nlohmann::json hta = HtaPathJson(all[i]);
+      if (!json_to_stdout) {
+        fmt::print("{}\n  HTA-weighted path  {} GPU ops, {} API calls; weights: GPU {:.1f} us, comm {:.1f} us, CPU {:.1f} us, launch {:.1f} us\n",
+                   all[i].trace->meta.source_path, hta["gpu_ops"].get<size_t>(), hta["api_calls"].get<size_t>(),
+                   hta["weight_us"]["gpu"].get<double>(), hta["weight_us"]["comm"].get<double>(),
+                   hta["weight_us"]["cpu"].get<double>(), hta["weight_us"]["launch"].get<double>());
+      }
+      (all.size() == 1 ? out : out["traces"][i])["hta_critical_path"] = std::move(hta);
+    }
+  }
+  Status st = WriteJson(args.json, out);
   if (!st.ok()) return Fail("analyze", st);
   return 0;
 }
@@ -102,6 +137,9 @@ void SetupAnalyze(CLI::App& app, int& exit_code) {
   cmd->add_option("--slack-threshold-us", args->slack_threshold_us,
                   "A GPU slack window needs every running op to have more slack than this (us)")
       ->check(CLI::NonNegativeNumber);
+  cmd->add_flag("--hta-critical-path", args->hta_path,
+                "Also report the critical path under Holistic Trace Analysis' edge weights (CPU gaps between\n"
+                "operators weigh 0, blocking calls 0), to compare with HTA; EMO's own path is wall time");
   cmd->callback([args, &exit_code] { exit_code = RunAnalyze(*args); });
 }
 

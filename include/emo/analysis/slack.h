@@ -35,6 +35,17 @@ struct CriticalPath {
 CriticalPath FindCriticalPath(const graph::Graph& g, std::span<const TimeNs> durations,
                               const Schedule& s, graph::NodeId sink, TimeNs from);
 
+// HTA-compatible critical path (Holistic Trace Analysis' weighting, for comparing with it) on
+// the measured timeline of the nodes in `window`: the longest path where a GPU op weighs its
+// duration, a CPU interval only the time inside framework operators (the gaps between
+// top-level operators weigh 0), a blocking call 0, a GPU op's launch delay when its stream
+// was idle at launch and otherwise the gap after the previous op on its stream (never both),
+// and sync edges 0. Sync edges run, as in HTA, from the last op launched on the synced stream(s)
+// before the call to the call's end, whether or not that op was still running. The path's
+// categories hold HTA's weights, not wall time; EMO's own FindCriticalPath is the one whose
+// time adds up to the iteration.
+CriticalPath FindHtaCriticalPath(const graph::Graph& g, const std::vector<bool>& window);
+
 // Per device: busy time (union of op intervals) and the part of it where every running op
 // has slack above `threshold_ns` (a window where lowering the clock costs no time).
 struct GpuSlack {
