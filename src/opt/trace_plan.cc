@@ -3,10 +3,13 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <optional>
+#include <span>
 #include <unordered_map>
 
 #include <fmt/format.h>
 
+#include "emo/base/check.h"
 #include "emo/model/pack_model.h"
 
 namespace emo::opt {
@@ -27,8 +30,9 @@ class Evaluator {
             const std::vector<PackModel>& models)
       : a_(a), d_(d), packs_(packs), models_(models) {}
 
-  // Iteration time and energy with pack p at option choice[p] (an index into its options).
-  PlanPoint Evaluate(const std::vector<size_t>& choice) {
+  // Iteration time and energy with pack p at option choice[p] (an index into its options);
+  // `windows`, when given, receives each pack's window length.
+  PlanPoint Evaluate(const std::vector<size_t>& choice, std::vector<TimeNs>* windows = nullptr) {
     ++replays;
     std::vector<TimeNs> dur = a_.durations;
     for (size_t p = 0; p < packs_.size(); ++p) {
@@ -40,6 +44,7 @@ class Evaluator {
     const auto bounds = analysis::BoundsOf(*a_.graph, a_.iterations, s, a_.steady);
     const TimeNs lo = bounds.start, hi = bounds.end;
     PlanPoint out{hi - lo, 0.0};
+    if (windows) windows->clear();
     // Pack windows tile [lo, hi): each from its first op's new start (the first from lo).
     for (size_t p = 0; p < packs_.size(); ++p) {
       auto start_of = [&](size_t q) {
@@ -51,6 +56,7 @@ class Evaluator {
       const bool last = p + 1 == packs_.size() || packs_[p + 1].device != packs_[p].device;
       const TimeNs w0 = first ? lo : std::max(lo, start_of(p));
       const TimeNs w1 = last ? hi : std::min(hi, start_of(p + 1));
+      if (windows) windows->push_back(w1 - w0);
       const auto& opt = models_[p].options[choice[p]];
       const double idle_s = std::max(0.0, NsToS(w1 - w0) - opt.time_s);
       out.energy_j += opt.energy_j + d_.IdlePower(opt.clock).value() * idle_s;
@@ -137,6 +143,43 @@ std::vector<PackModel> BuildModels(const analysis::TraceAnalysis& a, const model
   return models;
 }
 
+// The pack graph: per device a chain of its packs in time order. A pack's options are its
+// Pareto-optimal clocks (models[p].front, fastest first); at clock f it lasts its default
+// window plus the stretch the kernel graph shows when that pack alone runs at f (one replay
+// per pack and option: slack inside the pack and around it absorbs what it can). Its energy
+// is the modelled busy energy plus idle power at f over the rest of the window, as the
+// kernel-graph evaluator charges it; the problem's own idle power is 0. Stretches of
+// different packs are summed along the chain, which ignores slack they could share.
+Problem BuildPackProblem(Evaluator& ev, const model::DeviceModel& device, const std::vector<packing::Pack>& packs,
+                         const std::vector<PackModel>& models, const std::vector<size_t>& base_choice,
+                         TimeNs baseline_ns, const std::vector<TimeNs>& windows) {
+  Problem problem;
+  std::vector<int32_t> device_index;
+  std::vector<size_t> choice = base_choice;
+  for (size_t p = 0; p < packs.size(); ++p) {
+    const auto& m = models[p];
+    std::vector<Option> options;
+    for (size_t k : m.front) {
+      const auto& o = m.options[k];
+      choice[p] = k;
+      const TimeNs stretch = k == m.default_index ? 0 : ev.Evaluate(choice).time_ns - baseline_ns;
+      const auto duration = std::max<TimeNs>(0, windows[p] + stretch);
+      const double idle_s = std::max(0.0, NsToS(duration) - o.time_s);
+      options.push_back({duration, o.energy_j + device.IdlePower(o.clock).value() * idle_s,
+                         static_cast<int32_t>(std::lround(o.clock.value()))});
+    }
+    choice[p] = base_choice[p];
+    auto it = std::find(device_index.begin(), device_index.end(), packs[p].device);
+    const auto gpu = static_cast<int32_t>(it - device_index.begin());
+    if (it == device_index.end()) device_index.push_back(packs[p].device);
+    const NodeIndex node = problem.AddNode(options, gpu);
+    if (p > 0 && packs[p - 1].device == packs[p].device) problem.AddEdge(node - 1, node);
+  }
+  problem.set_num_gpus(static_cast<int32_t>(device_index.size()));
+  problem.set_idle_power_w(0.0);
+  return problem;
+}
+
 // Phases of the steady iteration for the pass-level baseline: maximal runs (in time order) of
 // ops launched by one CPU thread (the forward on the main thread, the backward on the autograd
 // thread, the optimizer back on the main thread); a run shorter than the minimum pack length
@@ -170,8 +213,166 @@ std::vector<packing::Pack> Phases(const analysis::TraceAnalysis& a, const std::v
     cur_thread = th;
     phases.back().ops.push_back(v);
   }
+  // A last phase shorter than the minimum joins the one before, as the packer does.
+  if (phases.size() >= 2 && packs.back().end - phases.back().start < min_len) {
+    auto last = std::move(phases.back());
+    phases.pop_back();
+    phases.back().ops.insert(phases.back().ops.end(), last.ops.begin(), last.ops.end());
+  }
   for (size_t i = 0; i < phases.size(); ++i) phases[i].end = i + 1 < phases.size() ? phases[i + 1].start : packs.back().end;
+  // Anchors as the packer sets them: the first op of each phase in the device's launch order.
+  const auto& t = *a.trace;
+  std::vector<graph::NodeId> by_launch = ops;
+  std::sort(by_launch.begin(), by_launch.end(), [&](graph::NodeId x, graph::NodeId y) {
+    return t.gpu.correlation[n.ref[x.value()]] < t.gpu.correlation[n.ref[y.value()]];
+  });
+  std::unordered_map<uint32_t, size_t> launch_index;
+  for (size_t i = 0; i < by_launch.size(); ++i) launch_index[by_launch[i].value()] = i;
+  for (auto& ph : phases) {
+    ph.first_launch = SIZE_MAX;
+    for (auto v : ph.ops) ph.first_launch = std::min(ph.first_launch, launch_index.at(v.value()));
+  }
   return phases;
+}
+
+// The pack-graph solve: the solver's plan at the pack-graph deadline, tightened until its
+// kernel-graph replay meets `deadline_ns`. Fills plan.pack_graph and plan.frontier; returns
+// the solver's choice as indices into the packs' options.
+Result<std::vector<size_t>> SolvePackGraph(const Problem& problem, Evaluator& ev, const std::vector<PackModel>& models,
+                                           const TracePlanOptions& options, TimeNs kernel_baseline_ns, TimeNs deadline_ns,
+                                           TracePlan& plan) {
+  EMO_RETURN_IF_ERROR(problem.Validate());
+  auto& pg = plan.pack_graph;
+  const uint32_t num = problem.num_nodes();
+  auto to_choice = [&](std::span<const uint32_t> pack_plan) {
+    std::vector<size_t> c(num);
+    for (uint32_t i = 0; i < num; ++i) c[i] = models[i].front[pack_plan[i]];
+    return c;
+  };
+  std::vector<uint32_t> base(num);
+  for (uint32_t i = 0; i < num; ++i) {
+    const auto& f = models[i].front;
+    base[i] = static_cast<uint32_t>(std::find(f.begin(), f.end(), models[i].default_index) - f.begin());
+    if (base[i] == f.size()) base[i] = 0;  // the default clock is dominated: the fastest option
+  }
+  const Evaluation b = Evaluate(problem, base);
+  pg.baseline = {b.makespan_ns, b.energy_j};
+  EMO_ASSIGN_OR_RETURN(auto solver, MakeSolver(options.solver));
+  pg.solver = options.solver == SolverKind::kExact ? "exact" : "fast";
+  SolveOptions so;
+  so.time_limit_s = options.exact_time_limit_s;
+  so.deadline_ns = static_cast<TimeNs>(std::floor(static_cast<double>(b.makespan_ns) * (1.0 + options.max_slowdown)));
+  std::vector<size_t> choice;
+  SolveOptions solved_at = so;  // the deadline of the last plan found
+  for (int attempt = 0; attempt < 12; ++attempt) {
+    EMO_ASSIGN_OR_RETURN(Solution sol, solver->Solve(problem, so));
+    pg.solve_ms += sol.solve_ms;
+    pg.outcome = sol.outcome;
+    if (!sol.has_plan()) break;
+    pg.gap_pct = sol.gap_pct();
+    pg.solved = {sol.makespan_ns, sol.energy_j};
+    solved_at = so;
+    choice = to_choice(sol.plan);
+    pg.solved_replayed = ev.Evaluate(choice);
+    if (pg.solved_replayed.time_ns <= deadline_ns) break;
+    // The replay found more stretch than the pack graph (stretches of neighbouring packs
+    // compound): shrink the pack graph's time budget in proportion to the overshoot.
+    ++pg.tightenings;
+    const double budget = static_cast<double>(so.deadline_ns - b.makespan_ns);
+    const double used = static_cast<double>(pg.solved_replayed.time_ns - kernel_baseline_ns);
+    const double allowed = static_cast<double>(deadline_ns - kernel_baseline_ns);
+    const double factor = used > 0 ? std::min(0.9, 0.95 * allowed / used) : 0.5;
+    so.deadline_ns = b.makespan_ns + static_cast<TimeNs>(std::floor(budget * std::max(0.0, factor)));
+  }
+  if (pg.solved_replayed.time_ns > deadline_ns || choice.empty()) {
+    choice = to_choice(base);
+    pg.solved_replayed = ev.Evaluate(choice);
+  }
+  // The fast solver's gap to CBC on the same pack graph and deadline, where CBC runs.
+  if (options.solver == SolverKind::kFast && HaveExactSolver() && num <= options.exact_check_max_packs &&
+      pg.solved.energy_j > 0) {
+    EMO_ASSIGN_OR_RETURN(auto exact, MakeSolver(SolverKind::kExact));
+    EMO_ASSIGN_OR_RETURN(Solution ex, exact->Solve(problem, solved_at));
+    pg.exact_outcome = OutcomeName(ex.outcome);
+    if (ex.has_plan() && ex.energy_j > 0) pg.exact_gap_pct = 100.0 * (pg.solved.energy_j - ex.energy_j) / ex.energy_j;
+  }
+  FrontierOptions fo;
+  fo.max_points = 200;
+  fo.time_limit_s = options.exact_time_limit_s;
+  EMO_ASSIGN_OR_RETURN(Frontier f, solver->SolveFrontier(problem, fo));
+  for (const auto& pt : f.points) plan.frontier.push_back({pt.makespan_ns, pt.energy_j});
+  return choice;
+}
+
+// A plan candidate: a start refined by the kernel-graph descent.
+struct Candidate {
+  std::string from;
+  std::vector<size_t> choice;  // option index per pack
+  PlanPoint point;             // kernel-graph replay
+};
+
+// Everything planned on one partition of the steady iteration into packs.
+struct PackingPlan {
+  std::vector<packing::Pack> packs;
+  std::vector<PackModel> models;
+  std::vector<Candidate> candidates;
+  size_t best = SIZE_MAX;  // cheapest candidate meeting the deadline
+  TracePlan::PackGraph pack_graph;
+  std::vector<PlanPoint> frontier;
+  size_t replays = 0;
+};
+
+// Solves the pack graph of `packs`, then descends on the kernel graph from the solver's plan,
+// the default clocks, the static clock `static_index` and any `starts`.
+Result<PackingPlan> PlanPacking(const analysis::TraceAnalysis& a, const model::DeviceModel& device,
+                                std::vector<packing::Pack> packs, const TracePlanOptions& options, TimeNs deadline_ns,
+                                size_t static_index, std::vector<Candidate> starts) {
+  PackingPlan out;
+  out.packs = std::move(packs);
+  out.models = BuildModels(a, device, out.packs);
+  const auto& models = out.models;
+  Evaluator ev(a, device, out.packs, models);
+  std::vector<size_t> base(out.packs.size());
+  for (size_t p = 0; p < base.size(); ++p) base[p] = models[p].default_index;
+  std::vector<TimeNs> windows;
+  const PlanPoint baseline = ev.Evaluate(base, &windows);
+  const Problem problem = BuildPackProblem(ev, device, out.packs, models, base, baseline.time_ns, windows);
+  TracePlan scratch;
+  EMO_ASSIGN_OR_RETURN(std::vector<size_t> solved,
+                       SolvePackGraph(problem, ev, models, options, baseline.time_ns, deadline_ns, scratch));
+  out.pack_graph = scratch.pack_graph;
+  out.frontier = std::move(scratch.frontier);
+  starts.insert(starts.begin(), {{"pack-graph solver", solved, {}},
+                                 {"default clocks", base, {}},
+                                 {"static best", std::vector<size_t>(base.size(), static_index), {}}});
+  for (auto& c : starts) {
+    c.point = Descend(ev, models, deadline_ns, c.choice, nullptr);
+    out.candidates.push_back(std::move(c));
+  }
+  for (size_t i = 0; i < out.candidates.size(); ++i) {
+    const auto& c = out.candidates[i];
+    if (c.point.time_ns > deadline_ns) continue;
+    if (out.best == SIZE_MAX || c.point.energy_j < out.candidates[out.best].point.energy_j) out.best = i;
+  }
+  EMO_CHECK(out.best != SIZE_MAX);  // the descent from the default clocks never leaves the target
+  // The best plan on the pack graph: each pack's clock mapped to the front option of equal or
+  // next higher clock (a descent may leave a pack on a dominated clock).
+  const auto& chosen = out.candidates[out.best].choice;
+  std::vector<uint32_t> on_front(out.packs.size());
+  for (size_t p = 0; p < out.packs.size(); ++p) {
+    const auto& m = models[p];
+    const double want = m.options[chosen[p]].clock.value();
+    uint32_t k = 0;
+    for (uint32_t i = 0; i < m.front.size(); ++i) {
+      const double f = m.options[m.front[i]].clock.value(), fk = m.options[m.front[k]].clock.value();
+      if (f >= want && (fk < want || f < fk)) k = i;
+    }
+    on_front[p] = k;
+  }
+  const Evaluation e = Evaluate(problem, on_front);
+  out.pack_graph.plan = {e.makespan_ns, e.energy_j};
+  out.replays = ev.replays;
+  return out;
 }
 
 }  // namespace
@@ -194,60 +395,45 @@ Result<TracePlan> PlanTrace(const analysis::TraceAnalysis& a, const model::Devic
   plan.deadline_ns = static_cast<TimeNs>(std::floor(static_cast<double>(plan.baseline.time_ns) * (1.0 + options.max_slowdown)));
 
   // Best single static clock meeting the deadline.
-  std::vector<size_t> static_choice = base_choice;
+  size_t static_index = models[0].default_index;
   plan.static_best = plan.baseline;
   plan.static_best_clock = device.default_clock;
   for (size_t i = 0; i < models[0].options.size(); ++i) {
-    std::vector<size_t> c(packs.size(), i);
-    const PlanPoint pt = ev.Evaluate(c);
+    const PlanPoint pt = ev.Evaluate(std::vector<size_t>(packs.size(), i));
     if (pt.time_ns <= plan.deadline_ns && pt.energy_j < plan.static_best.energy_j) {
       plan.static_best = pt;
       plan.static_best_clock = models[0].options[i].clock;
-      static_choice = c;
+      static_index = i;
     }
   }
-  // Descents from the default clocks and from the static best; keep the cheaper.
-  std::vector<size_t> from_default = base_choice;
-  const PlanPoint a_pt = Descend(ev, models, plan.deadline_ns, from_default, &plan.frontier);
-  std::vector<size_t> from_static = static_choice;
-  const PlanPoint b_pt = Descend(ev, models, plan.deadline_ns, from_static, nullptr);
-  const bool use_static = b_pt.energy_j < a_pt.energy_j;
-  std::vector<size_t> best_choice = use_static ? from_static : from_default;
-  plan.plan = use_static ? b_pt : a_pt;
-  // Pass-level baseline (Perseus' granularity): one clock per phase, best found by the same
-  // descent from the default and from the static-best clock.
-  if (packs.size() > 0 && std::all_of(packs.begin(), packs.end(), [&](const packing::Pack& p) { return p.device == packs.front().device; })) {
-    const auto phases = Phases(a, packs, options.packing.min_pack_ns);
-    const auto phase_models = BuildModels(a, device, phases);
-    Evaluator pev(a, device, phases, phase_models);
-    std::vector<size_t> d0(phases.size()), s0(phases.size());
-    for (size_t p = 0; p < phases.size(); ++p) {
-      d0[p] = phase_models[p].default_index;
-      s0[p] = static_choice.front();
-    }
-    const PlanPoint x = Descend(pev, phase_models, plan.deadline_ns, d0, nullptr);
-    const PlanPoint y = Descend(pev, phase_models, plan.deadline_ns, s0, nullptr);
-    plan.pass_level = x.energy_j <= y.energy_j ? x : y;
-    plan.pass_level_phases = phases.size();
-    // A third start for the plan: each pack at the pass-level clock of the phase holding most
-    // of its busy time; the plan is kept if this descent ends cheaper.
-    const auto& phase_choice = x.energy_j <= y.energy_j ? d0 : s0;
+  plan.replays += ev.replays;
+  std::vector<Candidate> pack_starts;
+  std::optional<PackingPlan> by_phase;
+  const bool one_device =
+      std::all_of(packs.begin(), packs.end(), [&](const packing::Pack& p) { return p.device == packs.front().device; });
+  if (one_device) {
+    // Pass-level baseline (Perseus' granularity): one clock per phase, planned like the packs.
+    EMO_ASSIGN_OR_RETURN(PackingPlan pp, PlanPacking(a, device, Phases(a, packs, options.packing.min_pack_ns), options,
+                                                     plan.deadline_ns, static_index, {}));
+    plan.pass_level = pp.candidates[pp.best].point;
+    plan.pass_level_phases = pp.packs.size();
+    plan.replays += pp.replays;
+    // A start for the packs: each pack at the pass-level clock of the phase holding most of
+    // its busy time.
     std::unordered_map<uint32_t, size_t> phase_of;
-    for (size_t q = 0; q < phases.size(); ++q) {
-      for (auto v : phases[q].ops) phase_of[v.value()] = q;
+    for (size_t q = 0; q < pp.packs.size(); ++q) {
+      for (auto v : pp.packs[q].ops) phase_of[v.value()] = q;
     }
     std::vector<size_t> from_pass(packs.size());
     for (size_t p = 0; p < packs.size(); ++p) {
-      std::vector<TimeNs> busy(phases.size(), 0);
+      std::vector<TimeNs> busy(pp.packs.size(), 0);
       for (auto v : packs[p].ops) busy[phase_of.at(v.value())] += a.durations[v.value()];
       const size_t q = static_cast<size_t>(std::max_element(busy.begin(), busy.end()) - busy.begin());
-      from_pass[p] = phase_choice[q];
+      from_pass[p] = pp.candidates[pp.best].choice[q];
     }
-    const PlanPoint z = Descend(ev, models, plan.deadline_ns, from_pass, nullptr);
-    if (z.time_ns <= plan.deadline_ns && z.energy_j < plan.plan.energy_j) {
-      plan.plan = z;
-      best_choice = from_pass;
-    }
+    pack_starts.push_back({"pass level", std::move(from_pass), {}});
+    by_phase = std::move(pp);
+
     // Dependency-blind per-kernel baseline: every memory-class op at the clock that minimises
     // its own modelled energy, the rest at the default clock, slack not considered.
     std::vector<packing::Pack> singles;
@@ -275,17 +461,29 @@ Result<TracePlan> PlanTrace(const analysis::TraceAnalysis& a, const model::Devic
     }
     Evaluator bev(a, device, singles, single_models);
     plan.per_kernel_blind = bev.Evaluate(blind);
-    plan.replays += pev.replays + bev.replays;
+    plan.replays += bev.replays;
   }
-  for (size_t p = 0; p < packs.size(); ++p) {
-    const auto& m = models[p];
-    plan.packs.push_back({packs[p], m.options[best_choice[p]].clock, m.options[m.default_index].time_s,
-                          m.options[best_choice[p]].time_s});
+  EMO_ASSIGN_OR_RETURN(PackingPlan pk, PlanPacking(a, device, std::move(packs), options, plan.deadline_ns, static_index,
+                                                   std::move(pack_starts)));
+  plan.replays += pk.replays;
+  // The packing whose best plan is cheaper: slack-class packs, or the phases when one clock
+  // per phase does better (the plan is then never worse than the pass-level baseline).
+  const bool phases_win = by_phase && by_phase->candidates[by_phase->best].point.energy_j <
+                                          pk.candidates[pk.best].point.energy_j;
+  PackingPlan& won = phases_win ? *by_phase : pk;
+  const Candidate& best = won.candidates[won.best];
+  plan.plan = best.point;
+  plan.plan_from = phases_win ? "pass-level phases, " + best.from : best.from;
+  plan.pack_graph = won.pack_graph;
+  plan.frontier = won.frontier;
+  for (size_t p = 0; p < won.packs.size(); ++p) {
+    const auto& m = won.models[p];
+    plan.packs.push_back({won.packs[p], m.options[best.choice[p]].clock, m.options[m.default_index].time_s,
+                          m.options[best.choice[p]].time_s});
   }
   for (size_t p = 0; p < plan.packs.size(); ++p) {
     if (plan.packs[(p + 1) % plan.packs.size()].clock != plan.packs[p].clock) ++plan.switches;
   }
-  plan.replays += ev.replays;
   plan.solve_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
   return plan;
 }

@@ -28,10 +28,8 @@ struct OptimizeArgs {
 double Pct(double part, double whole) { return whole != 0 ? 100.0 * part / whole : 0.0; }
 
 int RunOptimize(const OptimizeArgs& args) {
-  if (args.solver != "auto") {
-    return Fail("optimize", Unsupported("--solver " + args.solver +
-                                        ": trace plans use the interim replay-scored descent only (auto); the exact "
-                                        "and fast pack-graph solvers are wired to `emo pipeline` so far"));
+  if (args.solver == "exact" && !opt::HaveExactSolver()) {
+    return Fail("optimize", Unsupported("--solver exact: this EMO was built without COIN-OR CBC"));
   }
   auto device = model::FindDevice(args.device, args.devices_dir.empty() ? model::DefaultDevicesDir() : args.devices_dir);
   if (!device.ok()) return Fail("optimize", device.status());
@@ -41,6 +39,7 @@ int RunOptimize(const OptimizeArgs& args) {
   opt::TracePlanOptions plan_options;
   plan_options.max_slowdown = args.max_slowdown;
   plan_options.packing.min_pack_ns = static_cast<TimeNs>(args.min_pack_ms * 1e6);
+  plan_options.solver = args.solver == "exact" ? opt::SolverKind::kExact : opt::SolverKind::kFast;
   nlohmann::json all = nlohmann::json::array();
   for (const auto& path : args.traces) {
     fmt::print(stderr, "emo optimize: reading {} ...\n", path);
@@ -77,10 +76,23 @@ int RunOptimize(const OptimizeArgs& args) {
                                 {"slowdown_pct", Pct(static_cast<double>(kb.time_ns - b.time_ns), static_cast<double>(b.time_ns))},
                                 {"meets_target", kb.time_ns <= plan->deadline_ns}}}};
     }
-    j["solver"] = {{"name", "replay-descent (interim)"},
-                   {"outcome", "feasible"},
-                   {"solve_ms", plan->solve_ms},
-                   {"gap_pct", nullptr},
+    const auto& pg = plan->pack_graph;
+    auto gap_or_null = [](double g) { return g < 0 ? nlohmann::json(nullptr) : nlohmann::json(g); };
+    j["plan"]["from"] = plan->plan_from;
+    j["plan"]["scored_on"] = "kernel graph (every op of a pack scaled by its modelled time ratio, replayed)";
+    j["pack_graph"] = {{"baseline", {{"time_us", NsToUs(pg.baseline.time_ns)}, {"energy_j", pg.baseline.energy_j}}},
+                       {"plan", {{"time_us", NsToUs(pg.plan.time_ns)}, {"energy_j", pg.plan.energy_j}}},
+                       {"solver_plan", {{"time_us", NsToUs(pg.solved.time_ns)}, {"energy_j", pg.solved.energy_j},
+                                        {"replayed_time_us", NsToUs(pg.solved_replayed.time_ns)},
+                                        {"replayed_energy_j", pg.solved_replayed.energy_j}}},
+                       {"deadline_tightenings", pg.tightenings}};
+    j["solver"] = {{"name", pg.solver},
+                   {"outcome", opt::OutcomeName(pg.outcome)},
+                   {"solve_ms", pg.solve_ms},
+                   {"gap_pct", gap_or_null(pg.gap_pct)},
+                   {"exact_gap_pct", gap_or_null(pg.exact_gap_pct)},
+                   {"exact_outcome", pg.exact_outcome.empty() ? nlohmann::json(nullptr) : nlohmann::json(pg.exact_outcome)},
+                   {"plan_ms", plan->solve_ms},
                    {"replays", plan->replays}};
     j["model"] = {{"device", plan->device}, {"source", plan->model_source},
                   {"note", "energies are predictions of the device model, not measurements"}};
@@ -100,16 +112,21 @@ int RunOptimize(const OptimizeArgs& args) {
         fmt::print("  {:<22} {:>12.1f} {:>12.3f} {:>9.2f}   {}\n", "per-kernel, no slack", NsToUs(kb.time_ns), kb.energy_j,
                    Pct(b.energy_j - kb.energy_j, b.energy_j), kb.time_ns <= plan->deadline_ns ? "" : "(misses the target)");
       }
-      fmt::print("  {:<22} {:>12.1f} {:>12.3f} {:>9.2f}   ({} packs, {} switches/iteration)\n", "EMO plan",
+      fmt::print("  {:<22} {:>12.1f} {:>12.3f} {:>9.2f}   ({} packs, {} switches/iteration; from the {})\n", "EMO plan",
                  NsToUs(p.time_ns), p.energy_j, Pct(b.energy_j - p.energy_j, b.energy_j), plan->packs.size(),
-                 plan->switches);
+                 plan->switches, plan->plan_from);
+      fmt::print("  {:<22} {:>12.1f} {:>12.3f} {:>9.2f}   (pack graph; {} solver {}, {:.1f} ms{}{})\n", "  on the pack graph",
+                 NsToUs(pg.plan.time_ns), pg.plan.energy_j, Pct(pg.baseline.energy_j - pg.plan.energy_j, pg.baseline.energy_j),
+                 pg.solver, opt::OutcomeName(pg.outcome), pg.solve_ms,
+                 pg.gap_pct >= 0 ? fmt::format(", {:.3f} % above its bound", pg.gap_pct) : "",
+                 pg.exact_gap_pct > -1 && !pg.exact_outcome.empty() ? fmt::format(", {:+.3f} % vs CBC ({})", pg.exact_gap_pct, pg.exact_outcome) : "");
     }
     if (!args.policy.empty()) {
       Status st = WriteJson(args.policy, policy::PolicyJson(*a, *plan));
       if (!st.ok()) return Fail("optimize", st);
     }
     if (!args.frontier.empty()) {
-      std::string csv = "time_us,energy_j\n";
+      std::string csv = "pack_graph_time_us,energy_j\n";
       for (const auto& pt : plan->frontier) csv += fmt::format("{:.3f},{:.6f}\n", NsToUs(pt.time_ns), pt.energy_j);
       Status st = WriteFile(args.frontier, csv);
       if (!st.ok()) return Fail("optimize", st);
@@ -137,10 +154,12 @@ void SetupOptimize(CLI::App& app, int& exit_code) {
   cmd->add_option("--min-pack-ms", args->min_pack_ms,
                   "Minimum pack length (ms); the H200 clock-switch latency is not measured, 10 ms is an assumption")
       ->check(CLI::PositiveNumber);
-  cmd->add_option("--solver", args->solver, "auto (the only one for traces so far)")
+  cmd->add_option("--solver", args->solver,
+                  "Pack-graph solver: fast (parametric min-cut; auto) or exact (CBC MILP). With auto/fast, CBC\n"
+                  "also runs on graphs of up to 2000 packs to report the fast solver's gap to it")
       ->check(CLI::IsMember({"auto", "exact", "fast"}));
   cmd->add_option("--policy", args->policy, "Write the clock policy JSON");
-  cmd->add_option("--frontier", args->frontier, "Write the time-energy points the search visited (CSV)");
+  cmd->add_option("--frontier", args->frontier, "Write the pack graph's time-energy Pareto frontier (CSV)");
   cmd->add_option("--iteration", args->iteration, "Regex on CPU annotations marking iterations");
   AddOverheadFlags(cmd, args->overhead);
   cmd->add_option("--json", args->json, "Write the JSON result to FILE ('-' = stdout)");
