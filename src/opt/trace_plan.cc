@@ -58,7 +58,11 @@ class Evaluator {
       const TimeNs w1 = last ? hi : std::min(hi, start_of(p + 1));
       if (windows) windows->push_back(w1 - w0);
       const auto& opt = models_[p].options[choice[p]];
-      const double idle_s = std::max(0.0, NsToS(w1 - w0) - opt.time_s);
+      // Idle power over the window minus the modelled busy time. Where ops of several streams
+      // overlap, busy time exceeds the window and this term turns negative: it removes the
+      // idle power that the overlapping ops' energies both include. Unclamped, the sum over
+      // packs at one clock does not depend on how the iteration is cut into packs.
+      const double idle_s = NsToS(w1 - w0) - opt.time_s;
       out.energy_j += opt.energy_j + d_.IdlePower(opt.clock).value() * idle_s;
     }
     return out;
@@ -164,7 +168,7 @@ Problem BuildPackProblem(Evaluator& ev, const model::DeviceModel& device, const 
       choice[p] = k;
       const TimeNs stretch = k == m.default_index ? 0 : ev.Evaluate(choice).time_ns - baseline_ns;
       const auto duration = std::max<TimeNs>(0, windows[p] + stretch);
-      const double idle_s = std::max(0.0, NsToS(duration) - o.time_s);
+      const double idle_s = NsToS(duration) - o.time_s;  // as the evaluator charges it
       options.push_back({duration, o.energy_j + device.IdlePower(o.clock).value() * idle_s,
                          static_cast<int32_t>(std::lround(o.clock.value()))});
     }
