@@ -48,10 +48,15 @@ Result<IterationMap> FindIterations(const graph::Graph& g, const std::string& re
     return InvalidArgument(fmt::format("--iteration '{}' is not a valid regex ({})", regex, e.what()));
   }
   IterationMap m;
+  // The regex runs once per distinct name (std::regex is slow; names repeat every iteration).
+  enum : int8_t { kUnknown, kNo, kYes };
+  std::vector<int8_t> matches(t.strings.size(), kUnknown);
   for (uint32_t i = 0; i < t.cpu.size(); ++i) {
     if (t.cpu.kind[i] != trace::CpuKind::kAnnotation && t.cpu.kind[i] != trace::CpuKind::kOp) continue;
     std::string_view name = t.Name(t.cpu.name[i]);
-    if (!std::regex_search(name.begin(), name.end(), re)) continue;
+    int8_t& match = matches[t.cpu.name[i].value()];
+    if (match == kUnknown) match = std::regex_search(name.begin(), name.end(), re) ? kYes : kNo;
+    if (match == kNo) continue;
     // Keep top-level matches only (a regex may match nested ranges).
     if (!m.iterations.empty() && t.cpu.start[i] < m.iterations.back().end) continue;
     m.iterations.push_back({std::string(name), t.cpu.thread[i], t.cpu.start[i], t.cpu.end[i]});
