@@ -110,7 +110,8 @@ TEST(HtaGoldenTest, CriticalGpuOpsAgreeWithHta) {
 }
 
 // Replay identity: replaying the graph with the measured durations reproduces the measured
-// steady iteration within 1 % on every real trace of ours and on HTA's simple_add / alexnet.
+// steady iteration within 1 % on every real trace of ours (../shared and the held-out ones in
+// data/h200_heldout) and on HTA's simple_add / alexnet.
 TEST(ReplayIdentityTest, EveryTraceWithinOnePercent) {
   EMO_REQUIRE_SHARED();
   std::vector<std::string> paths = {"traces/hta/cp_simple_add_a100.json.gz", "traces/hta/cp_alexnet_a100.json.gz"};
@@ -120,11 +121,21 @@ TEST(ReplayIdentityTest, EveryTraceWithinOnePercent) {
     }
   }
   ASSERT_GE(paths.size(), 20u);
-  for (const auto& rel : paths) {
-    auto a = AnalyzeTrace(SharedPath(rel), {});
-    ASSERT_TRUE(a.ok()) << rel << ": " << a.status().ToString();
-    EXPECT_LE(a->replay_error_pct(), 1.0) << rel;
-    EXPECT_GT(a->measured_ns(), 0) << rel;
+  for (auto& rel : paths) rel = SharedPath(rel);
+  // Held-out workloads shipped in the repo (data/h200_heldout: inference, DataLoader, MLP).
+  size_t heldout = 0;
+  for (const auto& e : std::filesystem::directory_iterator(EMO_SOURCE_DIR "/data/h200_heldout")) {
+    if (e.path().string().ends_with(".json.gz")) {
+      paths.push_back(e.path().string());
+      ++heldout;
+    }
+  }
+  ASSERT_EQ(heldout, 12u);
+  for (const auto& path : paths) {
+    auto a = AnalyzeTrace(path, {});
+    ASSERT_TRUE(a.ok()) << path << ": " << a.status().ToString();
+    EXPECT_LE(a->replay_error_pct(), 1.0) << path;
+    EXPECT_GT(a->measured_ns(), 0) << path;
   }
 }
 
