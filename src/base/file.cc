@@ -28,7 +28,9 @@ Result<std::string> Gunzip(const std::string& path, const std::string& compresse
   if (compressed.size() >= 18) {
     const auto* p = reinterpret_cast<const unsigned char*>(compressed.data() + compressed.size() - 4);
     const size_t isize = size_t{p[0]} | size_t{p[1]} << 8 | size_t{p[2]} << 16 | size_t{p[3]} << 24;
-    guess = std::max(guess, isize + 1);
+    // Spare room past the end: a parser that reads a padding past the data (simdjson needs
+    // 64 bytes) then grows the string in place instead of copying the whole trace.
+    guess = std::max(guess, isize + 4096);
   }
   std::string out(guess, '\0');
   size_t in_pos = 0, out_pos = 0;
