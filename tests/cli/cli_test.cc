@@ -1,0 +1,125 @@
+// The `emo` command line as users call it: the JSON fields of the BRIEF's contract, exit codes,
+// and errors that name the file. Runs the built binary on traces shipped in the repository.
+#include <gtest/gtest.h>
+
+#include <array>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+namespace {
+
+struct EmoRun {
+  int exit_code = -1;
+  std::string out;  // stdout and stderr together
+};
+
+EmoRun Emo(const std::string& args) {
+  EmoRun r;
+  const std::string cmd = std::string(EMO_BINARY) + " " + args + " 2>&1";
+  FILE* p = popen(cmd.c_str(), "r");
+  if (p == nullptr) return r;
+  std::array<char, 4096> buf;
+  size_t n;
+  while ((n = fread(buf.data(), 1, buf.size(), p)) > 0) r.out.append(buf.data(), n);
+  const int status = pclose(p);
+  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  return r;
+}
+
+// Runs emo with `--json FILE` and parses FILE.
+nlohmann::json EmoJson(const std::string& args, const std::string& name) {
+  const auto path = (std::filesystem::temp_directory_path() / ("emo_cli_test_" + name + ".json")).string();
+  const EmoRun r = Emo(args + " --json " + path);
+  EXPECT_EQ(r.exit_code, 0) << r.out;
+  std::ifstream in(path);
+  EXPECT_TRUE(in.good()) << path;
+  auto j = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
+  std::filesystem::remove(path);
+  return j;
+}
+
+const std::string kExample = EMO_SOURCE_DIR "/examples/gpt_train_h200.json.gz";
+const std::string kHeldout = EMO_SOURCE_DIR "/data/h200_heldout/bert_infer_sync_light.json.gz";
+
+TEST(CliTest, AnalyzeWritesTheContractFields) {
+  const auto j = EmoJson("analyze " + kExample + " --hta-critical-path", "analyze");
+  ASSERT_TRUE(j.is_object());
+  EXPECT_GE(j["iterations"].get<int>(), 3);
+  EXPECT_GT(j["iteration_time_us"]["measured"].get<double>(), 0.0);
+  EXPECT_GT(j["iteration_time_us"]["replayed"].get<double>(), 0.0);
+  EXPECT_GT(j["iteration_time_us"]["corrected"].get<double>(), 0.0);  // PyTorch trace: correction on
+  EXPECT_LE(j["replay_error_pct"].get<double>(), 1.0);
+  for (const char* k : {"gpu_pct", "cpu_pct", "comm_pct"}) {
+    const double v = j["critical_path"][k].get<double>();
+    EXPECT_GE(v, 0.0) << k;
+    EXPECT_LE(v, 100.0) << k;
+  }
+  ASSERT_EQ(j["gpus"].size(), 1u);
+  for (const char* k : {"rank", "device", "busy_pct", "slack_pct"}) EXPECT_TRUE(j["gpus"][0].contains(k)) << k;
+  EXPECT_GT(j["graph"]["nodes"].get<int>(), 1000);
+  EXPECT_GT(j["graph"]["edges"].get<int>(), 1000);
+  ASSERT_TRUE(j["diagnostics"].is_array());
+  for (const auto& d : j["diagnostics"]) {
+    for (const char* k : {"name", "severity", "count"}) EXPECT_TRUE(d.contains(k)) << k;
+  }
+  EXPECT_GT(j["hta_critical_path"]["gpu_ops"].get<int>() + j["hta_critical_path"]["api_calls"].get<int>(), 0);
+}
+
+TEST(CliTest, WhatIfScalesMatchingOps) {
+  const auto j = EmoJson("whatif " + kExample + " --scale 'nvjet|gemm=1.5'", "whatif");
+  ASSERT_TRUE(j.is_object());
+  const double base = j["iteration_time_us"]["baseline"].get<double>();
+  const double whatif = j["iteration_time_us"]["whatif"].get<double>();
+  EXPECT_GT(base, 0.0);
+  EXPECT_GT(whatif, base);  // GEMMs 1.5x slower: the iteration gets longer
+}
+
+TEST(CliTest, OptimizeWritesTheContractFields) {
+  const auto j = EmoJson("optimize " + kHeldout + " --device h200", "optimize");
+  ASSERT_TRUE(j.is_object());
+  EXPECT_EQ(j["timeline"], "corrected");
+  const double base_t = j["baseline"]["time_us"].get<double>(), base_e = j["baseline"]["energy_j"].get<double>();
+  EXPECT_GT(base_t, 0.0);
+  EXPECT_GT(base_e, 0.0);
+  const auto& p = j["plan"];
+  EXPECT_LE(p["time_us"].get<double>(), 1.02 * base_t + 1e-3);
+  EXPECT_LE(p["energy_j"].get<double>(), j["static_best"]["energy_j"].get<double>() + 1e-9);
+  for (const char* k : {"saving_pct", "slowdown_pct", "packs", "switches"}) EXPECT_TRUE(p.contains(k)) << k;
+  for (const char* k : {"clock_mhz", "time_us", "energy_j", "saving_pct"}) EXPECT_TRUE(j["static_best"].contains(k)) << k;
+  for (const char* k : {"name", "outcome", "solve_ms", "gap_pct"}) EXPECT_TRUE(j["solver"].contains(k)) << k;
+  EXPECT_EQ(j["model"]["device"], "h200");
+  EXPECT_TRUE(j["model"]["source"].get<std::string>().ends_with("h200.json"));
+  EXPECT_GT(j["pack_graph"]["plan"]["time_us"].get<double>(), 0.0);
+}
+
+TEST(CliTest, ErrorsNameTheFileAndFail) {
+  const EmoRun missing = Emo("analyze /nonexistent/trace.json.gz");
+  EXPECT_NE(missing.exit_code, 0);
+  EXPECT_NE(missing.out.find("/nonexistent/trace.json.gz"), std::string::npos) << missing.out;
+
+  const auto not_trace = (std::filesystem::temp_directory_path() / "emo_cli_test_not_a_trace.json").string();
+  std::ofstream(not_trace) << "[1, 2, 3]";
+  const EmoRun bad = Emo("analyze " + not_trace);
+  EXPECT_NE(bad.exit_code, 0);
+  EXPECT_NE(bad.out.find(not_trace), std::string::npos) << bad.out;
+  std::filesystem::remove(not_trace);
+
+  const EmoRun no_device = Emo("optimize " + kHeldout + " --device no-such-gpu");
+  EXPECT_NE(no_device.exit_code, 0);
+  EXPECT_NE(no_device.out.find("no-such-gpu"), std::string::npos) << no_device.out;
+}
+
+TEST(CliTest, EveryCommandHasHelp) {
+  for (const char* cmd : {"analyze", "whatif", "optimize", "calibrate-overhead", "devices", "model validate", "model fit",
+                          "model calibrate", "pipeline"}) {
+    const EmoRun r = Emo(std::string(cmd) + " --help");
+    EXPECT_EQ(r.exit_code, 0) << cmd;
+    EXPECT_NE(r.out.find("--json"), std::string::npos) << cmd << ": " << r.out;
+  }
+}
+
+}  // namespace
