@@ -96,6 +96,23 @@ TEST(CliTest, OptimizeWritesTheContractFields) {
   EXPECT_GT(j["pack_graph"]["plan"]["time_us"].get<double>(), 0.0);
 }
 
+// The costs calibrate-overhead fits, given to analyze, reproduce the corrected time the fit
+// reported (both start from the traced durations, not from an already corrected timeline).
+TEST(CliTest, CalibratedOverheadReproducesInAnalyze) {
+  const std::string trace = EMO_SOURCE_DIR "/data/h200_heldout/mlp_small_train_sync_light.json.gz";
+  const auto fit = EmoJson("calibrate-overhead " + trace + " --step-time 8.29", "calibrate");
+  ASSERT_TRUE(fit.is_object());
+  const double per_event = fit["per_event_ns"].get<double>(), per_api = fit["per_api_ns"].get<double>();
+  EXPECT_GT(per_event, 0.0);
+  const double fitted_us = fit["traces"][0]["corrected_us_joint"].get<double>();
+  EXPECT_NEAR(fitted_us, 8290.0, 0.1 * 8290.0);
+  const auto a = EmoJson("analyze " + trace + " --overhead-ns " + std::to_string(per_event) + " --overhead-api-ns " +
+                             std::to_string(per_api),
+                         "analyze_calibrated");
+  ASSERT_TRUE(a.is_object());
+  EXPECT_NEAR(a["iteration_time_us"]["corrected"].get<double>(), fitted_us, 1.0);
+}
+
 TEST(CliTest, ErrorsNameTheFileAndFail) {
   const EmoRun missing = Emo("analyze /nonexistent/trace.json.gz");
   EXPECT_NE(missing.exit_code, 0);

@@ -43,7 +43,8 @@ int RunCalibrate(const CalibrateArgs& args) {
   for (size_t i = 0; i < all.size(); ++i) {
     const auto& a = all[i];
     const auto truth = static_cast<TimeNs>(args.step_ms[i] * 1e6);
-    analysis::CalibrationSample s{a.graph.get(), &a.iterations, a.steady, &a.durations, &counts[i], truth};
+    // Fit on the traced durations (a.durations may already carry the shipped correction).
+    analysis::CalibrationSample s{a.graph.get(), &a.iterations, a.steady, &a.traced_durations, &counts[i], truth};
     samples.push_back(s);
     per.push_back({{"trace", a.trace->meta.source_path},
                    {"record_shapes", a.trace->meta.record_shapes},
@@ -56,7 +57,7 @@ int RunCalibrate(const CalibrateArgs& args) {
   base = joint;
   for (size_t i = 0; i < all.size(); ++i) {
     const auto& a = all[i];
-    const TimeNs c = analysis::CorrectedIterationTime(*a.graph, a.iterations, a.steady, a.durations, counts[i], base);
+    const TimeNs c = analysis::CorrectedIterationTime(*a.graph, a.iterations, a.steady, a.traced_durations, counts[i], base);
     per[i]["corrected_us_joint"] = NsToUs(c);
     per[i]["error_pct_joint"] = 100.0 * (static_cast<double>(c) / (args.step_ms[i] * 1e6) - 1.0);
   }
