@@ -22,6 +22,16 @@ double UnitTime(const GpuParams& gpu, const UnitModel& unit, MegaHertz f) {
 }
 
 Watts UnitPower(const GpuParams& gpu, const UnitModel& unit, MegaHertz f) {
+  switch (unit.power_form) {
+    case PowerForm::kCapped: break;
+    case PowerForm::kClockCeiling: {
+      const double v = gpu.voltage.At(f);
+      return gpu.static_power + Watts(unit.activity * EffectiveClock(unit, f).value() * v * v);
+    }
+    case PowerForm::kPowerLimited:
+      return Watts(std::min(unit.power_cap_w,
+                            gpu.static_power.value() + unit.activity * gpu.voltage.DynamicFactor(f)));
+  }
   return gpu.static_power +
          Watts(unit.activity * gpu.voltage.DynamicFactor(EffectiveClock(unit, f)));
 }

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <optional>
 #include <set>
 
 #include <Eigen/Dense>
@@ -63,13 +64,15 @@ struct LinearPowerFit {
 // Solved in closed form: for a given P_static each c_u is a 1-D weighted fit, so the total error
 // is a quadratic in P_static (the Schur complement of the normal equations).
 LinearPowerFit FitPowerLinear(std::span<const PowerObservation> obs, size_t num_units,
-                              const VoltageCurve& v, double p_static_max) {
+                              const VoltageCurve& v, double p_static_max,
+                              std::optional<double> fixed_p_static = std::nullopt) {
   // Per unit sums with weights w = 1/P^2: Sgg, SgP, Sg1 (w*g), and overall S11, S1P, SPP.
   std::vector<double> sgg(num_units, 0.0), sgp(num_units, 0.0), sg1(num_units, 0.0);
   double s11 = 0.0, s1p = 0.0, spp = 0.0;
   std::vector<double> g(obs.size());
   for (size_t i = 0; i < obs.size(); ++i) {
-    g[i] = v.DynamicFactor(obs[i].f_eff);
+    const double volt = v.At(obs[i].VoltageClock());
+    g[i] = obs[i].f_eff.value() * volt * volt;
     const double w = 1.0 / (obs[i].power_w * obs[i].power_w);
     const size_t u = obs[i].unit;
     sgg[u] += w * g[i] * g[i];
@@ -89,7 +92,7 @@ LinearPowerFit FitPowerLinear(std::span<const PowerObservation> obs, size_t num_
     qc -= sgp[u] * sgp[u] / sgg[u];
   }
   double p0 = qa > 1e-300 ? -qb / qa : 0.0;
-  p0 = std::clamp(p0, 0.0, p_static_max);
+  p0 = fixed_p_static ? *fixed_p_static : std::clamp(p0, 0.0, p_static_max);
   LinearPowerFit fit;
   fit.p_static = p0;
   fit.activity.assign(num_units, 0.0);
@@ -189,8 +192,8 @@ Result<PowerFit> FitPower(std::span<const PowerObservation> observations, size_t
     if (!(o.power_w > 0.0) || !(o.f_eff.value() > 0.0)) {
       return InvalidArgument("power fit: powers and clocks must be positive");
     }
-    f_lo = std::min(f_lo, o.f_eff.value());
-    f_hi = std::max(f_hi, o.f_eff.value());
+    f_lo = std::min({f_lo, o.f_eff.value(), o.VoltageClock().value()});
+    f_hi = std::max({f_hi, o.f_eff.value(), o.VoltageClock().value()});
     p_min = std::min(p_min, o.power_w);
   }
   const double range = std::max(1.0, f_hi - f_lo);
@@ -198,7 +201,7 @@ Result<PowerFit> FitPower(std::span<const PowerObservation> observations, size_t
   LinearPowerFit best;
   VoltageCurve best_v{MegaHertz(f_hi), 0.0};
   auto consider = [&](const VoltageCurve& v) {
-    LinearPowerFit fit = FitPowerLinear(observations, num_units, v, p_min);
+    LinearPowerFit fit = FitPowerLinear(observations, num_units, v, p_min, options.static_power_w);
     if (fit.sse < best.sse) {
       best = std::move(fit);
       best_v = v;
@@ -222,8 +225,8 @@ Result<PowerFit> FitPower(std::span<const PowerObservation> observations, size_t
     for (int i = 0; i < 40; ++i) {
       const double m1 = b - phi * (b - a);
       const double m2 = a + phi * (b - a);
-      const double e1 = FitPowerLinear(observations, num_units, {ridge, m1}, p_min).sse;
-      const double e2 = FitPowerLinear(observations, num_units, {ridge, m2}, p_min).sse;
+      const double e1 = FitPowerLinear(observations, num_units, {ridge, m1}, p_min, options.static_power_w).sse;
+      const double e2 = FitPowerLinear(observations, num_units, {ridge, m2}, p_min, options.static_power_w).sse;
       (e1 < e2 ? b : a) = (e1 < e2 ? m2 : m1);
     }
     consider(VoltageCurve{ridge, 0.5 * (a + b)});
@@ -270,6 +273,76 @@ Result<ProfileFit> FitProfile(const StageProfile& profile, std::span<const MegaH
     candidates[u] = TimeCandidates(samples[u], fit.gpu.f_max, options.time.allow_cap);
     choice[u] = TimeOnlyChoice(candidates[u], options.time);
     fit.unit_names.push_back(unit.name);
+  }
+
+  if (options.pinned) {
+    // Pinned device numbers: caps from time alone, P_static fixed, the profile classed as
+    // power-limited or clock-ceiling (FitOptions::pinned).
+    const double f_top = *fit_clocks.rbegin();
+    std::vector<double> top_power(num_units, 0.0);
+    for (size_t u = 0; u < num_units; ++u) {
+      double sum = 0.0;
+      int count = 0;
+      for (const ClockSample& s : samples[u]) {
+        if (s.clock.value() == f_top) {
+          sum += s.power_w();
+          ++count;
+        }
+      }
+      top_power[u] = count > 0 ? sum / count : 0.0;
+    }
+    std::vector<double> sorted = top_power;
+    std::sort(sorted.begin(), sorted.end());
+    const double median_top = sorted.size() % 2 ? sorted[sorted.size() / 2]
+                                                : 0.5 * (sorted[sorted.size() / 2 - 1] + sorted[sorted.size() / 2]);
+    const double limit = options.pinned->power_limit.value();
+    fit.top_power_fraction = limit > 0.0 ? median_top / limit : 0.0;
+    fit.power_limited = limit > 0.0 && median_top >= options.pinned->limited_fraction * limit;
+    std::vector<PowerObservation> obs;
+    for (size_t u = 0; u < num_units; ++u) {
+      const double cap = candidates[u].caps[choice[u]];
+      double highest_below_top = 0.0;
+      for (const ClockSample& s : samples[u]) {
+        const double f = s.clock.value();
+        if (!fit.power_limited) {
+          obs.push_back(PowerObservation{u, MegaHertz(std::min(f, cap)), s.power_w(), MegaHertz(f)});
+        } else if (f < f_top) {
+          // The top clock measures the limiter, not the curve.
+          obs.push_back(PowerObservation{u, MegaHertz(f), s.power_w(), MegaHertz(f)});
+          highest_below_top = std::max(highest_below_top, f);
+        }
+      }
+      // A hard limiter holds the power where the clock stops speeding the work up.
+      if (fit.power_limited && std::isfinite(cap) && cap > highest_below_top && top_power[u] > 0.0) {
+        obs.push_back(PowerObservation{u, MegaHertz(cap), top_power[u], MegaHertz(cap)});
+      }
+    }
+    PowerFitOptions po = options.power;
+    po.static_power_w = options.pinned->static_power.value();
+    EMO_ASSIGN_OR_RETURN(PowerFit pf, FitPower(obs, num_units, po));
+    fit.gpu.static_power = pf.static_power;
+    fit.gpu.voltage = pf.voltage;
+    double time_sse = 0.0;
+    size_t n = 0;
+    for (size_t u = 0; u < num_units; ++u) {
+      const LinearTimeFit& tf = candidates[u].fits[choice[u]];
+      UnitModel m;
+      m.t_mem_s = tf.a;
+      m.t_comp_s = tf.b;
+      m.f_cap = MegaHertz(candidates[u].caps[choice[u]]);
+      m.activity = pf.activity[u];
+      m.power_form = fit.power_limited ? PowerForm::kPowerLimited : PowerForm::kClockCeiling;
+      if (fit.power_limited) m.power_cap_w = top_power[u] > 0.0 ? top_power[u] : kInf;
+      fit.units.push_back(m);
+      time_sse += tf.sse;
+      n += samples[u].size();
+    }
+    for (double f : fit_clocks) fit.fit_clocks.push_back(MegaHertz(f));
+    fit.time_rms_rel = std::sqrt(time_sse / static_cast<double>(std::max<size_t>(1, n)));
+    fit.power_rms_rel = pf.rms_rel;
+    fit.device_fixed = false;
+    fit.iterations = 1;
+    return fit;
   }
 
   DeviceCurve device;

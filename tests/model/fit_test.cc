@@ -263,3 +263,84 @@ TEST(StageProfileTest, ErrorsNameTheFileAndLine) {
 
 }  // namespace
 }  // namespace emo::model
+
+namespace emo::model {
+namespace {
+
+// Above the cap a clock-ceiling unit keeps its time but not its power (the voltage follows the
+// locked clock); a power-limited unit's power stops at its cap power.
+TEST(ClockModelTest, PowerFormsAboveTheCap) {
+  GpuParams gpu = KnownGpu();
+  UnitModel m;
+  m.t_mem_s = 0.01;
+  m.t_comp_s = 0.05;
+  m.activity = 0.1;
+  m.f_cap = MegaHertz(1500);
+  m.power_form = PowerForm::kClockCeiling;
+  EXPECT_DOUBLE_EQ(UnitTime(gpu, m, MegaHertz(1740)), UnitTime(gpu, m, MegaHertz(1500)));
+  const double v = gpu.voltage.At(MegaHertz(1740));
+  EXPECT_DOUBLE_EQ(UnitPower(gpu, m, MegaHertz(1740)).value(), 60 + 0.1 * 1500 * v * v);
+  EXPECT_GT(UnitPower(gpu, m, MegaHertz(1740)).value(), UnitPower(gpu, m, MegaHertz(1500)).value());
+  m.power_form = PowerForm::kPowerLimited;
+  m.power_cap_w = 200;
+  EXPECT_DOUBLE_EQ(UnitPower(gpu, m, MegaHertz(1740)).value(), 200);
+  EXPECT_DOUBLE_EQ(UnitPower(gpu, m, MegaHertz(900)).value(), 60 + 0.1 * gpu.voltage.DynamicFactor(MegaHertz(900)));
+}
+
+// The pinned-device fit recovers a clock-ceiling profile's voltage curve and activities with
+// P_static given, and classes it by the power limit.
+TEST(FitProfileTest, PinnedDeviceRecoversAClockCeilingProfile) {
+  GpuParams gpu = KnownGpu();
+  std::vector<UnitModel> units = KnownUnits(gpu);
+  for (auto& u : units) {
+    u.f_cap = MegaHertz(std::isfinite(u.f_cap.value()) ? u.f_cap.value() : 1e9);
+    u.power_form = PowerForm::kClockCeiling;
+  }
+  units[1].f_cap = MegaHertz(1500);
+  StageProfile p = Synthesize(gpu, units, Table(855, 1740, 15));
+  FitOptions options;
+  options.pinned = FitOptions::Pinned{Watts(60), Watts(1000)};
+  Result<ProfileFit> fit = FitProfile(p, {}, options);
+  ASSERT_TRUE(fit.ok()) << fit.status().ToString();
+  EXPECT_FALSE(fit->power_limited);
+  EXPECT_DOUBLE_EQ(fit->gpu.static_power.value(), 60);
+  EXPECT_NEAR(fit->gpu.voltage.ridge.value(), 1125, 10.0);
+  EXPECT_NEAR(fit->units[1].f_cap.value(), 1500, 2.0);
+  for (size_t u = 0; u < units.size(); ++u) {
+    SCOPED_TRACE("unit " + std::to_string(u));
+    EXPECT_EQ(fit->units[u].power_form, PowerForm::kClockCeiling);
+    EXPECT_NEAR(fit->units[u].activity, units[u].activity, 0.02 * units[u].activity);
+  }
+}
+
+// A profile whose top-clock power sits at the limit is classed power-limited; each unit is held
+// at its measured top-clock power, and the curve comes from the clocks below the top.
+TEST(FitProfileTest, PinnedDeviceClassesAPowerLimitedProfile) {
+  GpuParams gpu = KnownGpu();
+  std::vector<UnitModel> units = KnownUnits(gpu);
+  // Every unit draws the same power at the top clock, where the limiter holds it just below
+  // its uncapped power; below the top the curve is uncapped.
+  for (auto& u : units) {
+    u.f_cap = MegaHertz(1e9);
+    u.power_form = PowerForm::kPowerLimited;
+    u.activity = 0.11;
+    u.power_cap_w = 0.995 * (60 + u.activity * gpu.voltage.DynamicFactor(gpu.f_max));
+  }
+  StageProfile p = Synthesize(gpu, units, Table(855, 1740, 15));
+  FitOptions options;
+  options.pinned = FitOptions::Pinned{Watts(60), Watts(units[0].power_cap_w / 0.98)};
+  Result<ProfileFit> fit = FitProfile(p, {}, options);
+  ASSERT_TRUE(fit.ok()) << fit.status().ToString();
+  EXPECT_TRUE(fit->power_limited);
+  EXPECT_NEAR(fit->top_power_fraction, 0.98, 1e-6);
+  for (size_t u = 0; u < units.size(); ++u) {
+    SCOPED_TRACE("unit " + std::to_string(u));
+    EXPECT_EQ(fit->units[u].power_form, PowerForm::kPowerLimited);
+    EXPECT_NEAR(fit->units[u].power_cap_w, units[u].power_cap_w, 1e-6);
+    EXPECT_NEAR(UnitPower(fit->gpu, fit->units[u], MegaHertz(1200)).value(),
+                UnitPower(gpu, units[u], MegaHertz(1200)).value(), 0.01 * 300);
+  }
+}
+
+}  // namespace
+}  // namespace emo::model

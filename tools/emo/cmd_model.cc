@@ -65,6 +65,8 @@ struct ValidateArgs {
   int clocks = 3;
   std::string json_path;
   std::string device_from;
+  std::string device;
+  std::string devices_dir;
   bool per_point = false;
 };
 
@@ -88,8 +90,27 @@ int RunValidate(const ValidateArgs& args) {
     opts.device = model::DeviceCurve{cf->gpu.static_power, cf->gpu.voltage};
     device_source = "fitted on every clock of " + args.device_from;
   }
+  if (!args.device.empty()) {
+    if (!args.device_from.empty()) {
+      return Fail("model validate", InvalidArgument("--device and --device-from are two protocols: give one"));
+    }
+    auto dev = model::FindDevice(args.device, args.devices_dir.empty() ? model::DefaultDevicesDir() : args.devices_dir);
+    if (!dev.ok()) return Fail("model validate", dev.status());
+    if (!(dev->idle_power.value() > 0.0) || !std::isfinite(dev->params.power_limit.value())) {
+      return Fail("model validate", InvalidArgument(fmt::format("{}: --device needs idle_power_w and power_limit_w",
+                                                                dev->path)));
+    }
+    opts.pinned = model::FitOptions::Pinned{dev->idle_power, dev->params.power_limit};
+    device_source = fmt::format("P_static pinned to {}'s idle power {:.2f} W, voltage curve fitted from the K clocks",
+                                dev->name, dev->idle_power.value());
+  }
   Result<model::ValidationReport> report = model::ValidateProfile(*profile, args.clocks, opts);
   if (!report.ok()) return Fail("model validate", report.status());
+  if (opts.pinned) {
+    device_source += fmt::format("; profile {} (median top-clock power {:.1f} % of the {:.0f} W limit)",
+                                 report->fit.power_limited ? "power-limited" : "clock-ceiling",
+                                 100.0 * report->fit.top_power_fraction, opts.pinned->power_limit.value());
+  }
   const model::ValidationReport& r = *report;
   std::string fit_list;
   for (MegaHertz f : r.fit_clocks)
@@ -397,6 +418,12 @@ void SetupModel(CLI::App& app, int& exit_code) {
       "--device-from", validate_args->device_from,
       "Take P_static and the voltage curve from a fit of every clock of this other profile of\n"
       "the same GPU (a device calibration sweep), and fit only per-unit parameters from K clocks");
+  validate->add_option(
+      "--device", validate_args->device,
+      "Pin the numbers a device file holds (see `emo devices`): P_static = its idle power, and its\n"
+      "power limit classes the profile as power-limited or clock-ceiling; the voltage curve and the\n"
+      "per-unit parameters come from the K clocks (docs/model.md)");
+  validate->add_option("--devices-dir", validate_args->devices_dir, "Folder of device files");
   validate->add_flag("--per-point", validate_args->per_point,
                      "Include every held-out point's signed error in the JSON");
   validate->callback([validate_args, &exit_code] { exit_code = RunValidate(*validate_args); });

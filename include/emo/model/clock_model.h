@@ -10,6 +10,7 @@
 // clock there whatever the lock says); a unit that never reaches it has f_cap = +inf.
 #pragma once
 
+#include <cstdint>
 #include <limits>
 
 #include "emo/base/units.h"
@@ -34,19 +35,29 @@ struct GpuParams {
   Watts power_limit{std::numeric_limits<double>::infinity()};  // sustained board power limit
 };
 
+// How a unit's power behaves above its cap (fit.h: FitOptions::pinned explains when each applies).
+enum class PowerForm : uint8_t {
+  kCapped,        // P = P_static + c * f_eff * V(f_eff)^2: time and power both stop at f_cap
+  kClockCeiling,  // P = P_static + c * f_eff * V(f)^2: the work stops speeding up at f_cap, the
+                  // voltage still follows the locked clock
+  kPowerLimited,  // P = min(power_cap_w, P_static + c * f * V(f)^2): the limiter holds the power
+};
+
 // One unit's parameters.
 struct UnitModel {
   double t_mem_s = 0.0;   // clock-independent time (s)
   double t_comp_s = 0.0;  // time that scales as 1/f, measured at f_max (s)
   double activity = 0.0;  // c: dynamic power per MHz of f*V^2 (W/MHz)
   MegaHertz f_cap{std::numeric_limits<double>::infinity()};  // +inf when never capped
+  PowerForm power_form = PowerForm::kCapped;
+  double power_cap_w = std::numeric_limits<double>::infinity();  // kPowerLimited only
 };
 
 // min(f, unit.f_cap).
 MegaHertz EffectiveClock(const UnitModel& unit, MegaHertz f);
 // t(f) in seconds.
 double UnitTime(const GpuParams& gpu, const UnitModel& unit, MegaHertz f);
-// P(f): average board power while the unit runs.
+// P(f): average board power while the unit runs (by the unit's PowerForm).
 Watts UnitPower(const GpuParams& gpu, const UnitModel& unit, MegaHertz f);
 // E(f) = P(f) * t(f).
 Joules UnitEnergy(const GpuParams& gpu, const UnitModel& unit, MegaHertz f);

@@ -47,6 +47,8 @@ struct PowerObservation {
   size_t unit = 0;
   MegaHertz f_eff{0.0};
   double power_w = 0.0;
+  MegaHertz f_volt{0.0};  // the clock the voltage follows; 0 = f_eff
+  MegaHertz VoltageClock() const { return f_volt.value() > 0.0 ? f_volt : f_eff; }
 };
 
 // Options of the joint power fit.
@@ -54,6 +56,7 @@ struct PowerFitOptions {
   double ridge_step_mhz = 5.0;    // ridge grid spacing between the lowest and highest f_eff
   int slope_steps = 120;          // slope grid size over [0, max_voltage_rise / range]
   double max_voltage_rise = 1.0;  // V(f_max) <= 1 + this
+  std::optional<double> static_power_w;  // when set, P_static is pinned to it, not fitted
 };
 
 // Result of the joint power fit.
@@ -83,6 +86,20 @@ struct FitOptions {
   // workload on the same GPU) and only the per-unit parameters are fitted.
   std::optional<DeviceCurve> device;
   int max_iterations = 6;  // rounds of (power fit, joint cap choice); see FitProfile
+  // Device numbers a device file holds (not from any workload's sweep). When set, FitProfile
+  // pins P_static to `static_power` (the GPU's idle/blocking power), takes every unit's cap from
+  // its time curve alone, and classes the profile by `power_limit`: power-limited when the
+  // median unit power at the top fit clock is at least `limited_fraction` of the limit
+  // (PowerForm::kPowerLimited: the limiter holds each unit at its top-clock power; the top
+  // clock is not used for the voltage curve), else clock-ceiling (PowerForm::kClockCeiling:
+  // the work stops speeding up at the cap while the voltage follows the locked clock).
+  // bench/research/model_fit_order3.md has the derivation and its caveats.
+  struct Pinned {
+    Watts static_power{0.0};
+    Watts power_limit{0.0};
+    double limited_fraction = 0.97;
+  };
+  std::optional<Pinned> pinned;
 };
 
 // A fitted profile: the GPU-wide parameters and one UnitModel per profile unit (same order).
@@ -95,6 +112,9 @@ struct ProfileFit {
   double power_rms_rel = 0.0;
   bool device_fixed = false;  // P_static and V came from FitOptions::device
   int iterations = 0;
+  // FitOptions::pinned: the class found and the median top-clock power over the limit.
+  bool power_limited = false;
+  double top_power_fraction = 0.0;
 };
 
 // Fits every unit of `profile` using only the samples at `clocks` (all samples when empty).
