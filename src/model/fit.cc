@@ -275,6 +275,28 @@ Result<ProfileFit> FitProfile(const StageProfile& profile, std::span<const MegaH
     fit.unit_names.push_back(unit.name);
   }
 
+  // The fitted units from the chosen caps, `activity` and the power form (`cap_power`: each
+  // unit's held power when power-limited), with the fit clocks and the time residual.
+  auto assemble = [&](const std::vector<double>& activity, PowerForm form, const std::vector<double>& cap_power) {
+    double time_sse = 0.0;
+    size_t n = 0;
+    for (size_t u = 0; u < num_units; ++u) {
+      const LinearTimeFit& tf = candidates[u].fits[choice[u]];
+      UnitModel m;
+      m.t_mem_s = tf.a;
+      m.t_comp_s = tf.b;
+      m.f_cap = MegaHertz(candidates[u].caps[choice[u]]);
+      m.activity = activity[u];
+      m.power_form = form;
+      if (form == PowerForm::kPowerLimited) m.power_cap_w = cap_power[u] > 0.0 ? cap_power[u] : kInf;
+      fit.units.push_back(m);
+      time_sse += tf.sse;
+      n += samples[u].size();
+    }
+    for (double f : fit_clocks) fit.fit_clocks.push_back(MegaHertz(f));
+    fit.time_rms_rel = std::sqrt(time_sse / static_cast<double>(std::max<size_t>(1, n)));
+  };
+
   if (options.pinned) {
     // Pinned device numbers: caps from time alone, P_static fixed, the profile classed as
     // power-limited or clock-ceiling (FitOptions::pinned).
@@ -322,23 +344,7 @@ Result<ProfileFit> FitProfile(const StageProfile& profile, std::span<const MegaH
     EMO_ASSIGN_OR_RETURN(PowerFit pf, FitPower(obs, num_units, po));
     fit.gpu.static_power = pf.static_power;
     fit.gpu.voltage = pf.voltage;
-    double time_sse = 0.0;
-    size_t n = 0;
-    for (size_t u = 0; u < num_units; ++u) {
-      const LinearTimeFit& tf = candidates[u].fits[choice[u]];
-      UnitModel m;
-      m.t_mem_s = tf.a;
-      m.t_comp_s = tf.b;
-      m.f_cap = MegaHertz(candidates[u].caps[choice[u]]);
-      m.activity = pf.activity[u];
-      m.power_form = fit.power_limited ? PowerForm::kPowerLimited : PowerForm::kClockCeiling;
-      if (fit.power_limited) m.power_cap_w = top_power[u] > 0.0 ? top_power[u] : kInf;
-      fit.units.push_back(m);
-      time_sse += tf.sse;
-      n += samples[u].size();
-    }
-    for (double f : fit_clocks) fit.fit_clocks.push_back(MegaHertz(f));
-    fit.time_rms_rel = std::sqrt(time_sse / static_cast<double>(std::max<size_t>(1, n)));
+    assemble(pf.activity, fit.power_limited ? PowerForm::kPowerLimited : PowerForm::kClockCeiling, top_power);
     fit.power_rms_rel = pf.rms_rel;
     fit.device_fixed = false;
     fit.iterations = 1;
@@ -400,21 +406,7 @@ Result<ProfileFit> FitProfile(const StageProfile& profile, std::span<const MegaH
   fit.gpu.static_power = device.static_power;
   fit.gpu.voltage = device.voltage;
   fit.device_fixed = options.device.has_value();
-  double time_sse = 0.0;
-  size_t n = 0;
-  for (size_t u = 0; u < num_units; ++u) {
-    const LinearTimeFit& tf = candidates[u].fits[choice[u]];
-    UnitModel m;
-    m.t_mem_s = tf.a;
-    m.t_comp_s = tf.b;
-    m.f_cap = MegaHertz(candidates[u].caps[choice[u]]);
-    m.activity = activity[u];
-    fit.units.push_back(m);
-    time_sse += tf.sse;
-    n += samples[u].size();
-  }
-  for (double f : fit_clocks) fit.fit_clocks.push_back(MegaHertz(f));
-  fit.time_rms_rel = std::sqrt(time_sse / static_cast<double>(std::max<size_t>(1, n)));
+  assemble(activity, PowerForm::kCapped, {});
   fit.power_rms_rel = power_rms;
   return fit;
 }
