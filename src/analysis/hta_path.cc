@@ -248,11 +248,6 @@ CriticalPath FindHtaCriticalPath(const graph::Graph& g, const std::vector<bool>&
     if (dist[p] != kUnreached && (best == SIZE_MAX || dist[p] > dist[best])) best = p;
   }
   if (best == SIZE_MAX) return cp;
-  auto category_of = [&](uint32_t v) {
-    if (n.kind[v] != NodeKind::kGpuOp) return PathCategory::kCpu;
-    return IsCommunicationKernel(t.Name(t.gpu.name[n.ref[v]])) ? PathCategory::kCommunication
-                                                               : PathCategory::kGpuCompute;
-  };
   for (int64_t p = static_cast<int64_t>(best); p >= 0; p = pred[static_cast<size_t>(p)]) {
     const auto up = static_cast<size_t>(p);
     const auto v = static_cast<uint32_t>(up / 2);
@@ -260,7 +255,7 @@ CriticalPath FindHtaCriticalPath(const graph::Graph& g, const std::vector<bool>&
     if (pred[up] < 0) continue;
     const auto from = static_cast<size_t>(pred[up]);
     if (from + 1 == up && from % 2 == 0) {
-      cp.time[static_cast<size_t>(category_of(v))] += pred_w[up];  // v's own segment
+      cp.time[static_cast<size_t>(CategoryOf(g, NodeId(v)))] += pred_w[up];  // v's own segment
     } else {
       cp.time[static_cast<size_t>(pred_gap[up] ? PathCategory::kLaunch : PathCategory::kCpu)] += pred_w[up];
     }

@@ -53,6 +53,14 @@ SlackResult ComputeSlack(const graph::Graph& g, std::span<const TimeNs> duration
   return r;
 }
 
+PathCategory CategoryOf(const graph::Graph& g, NodeId v) {
+  const auto& n = g.nodes();
+  if (n.kind[v.value()] != NodeKind::kGpuOp) return PathCategory::kCpu;
+  const auto& t = g.trace();
+  return IsCommunicationKernel(t.Name(t.gpu.name[n.ref[v.value()]])) ? PathCategory::kCommunication
+                                                                       : PathCategory::kGpuCompute;
+}
+
 TimeNs CriticalPath::total() const {
   TimeNs sum = 0;
   for (TimeNs x : time) sum += x;
@@ -70,7 +78,6 @@ CriticalPath FindCriticalPath(const graph::Graph& g, std::span<const TimeNs> dur
                               const Schedule& s, NodeId sink, TimeNs from) {
   CriticalPath cp;
   const auto& n = g.nodes();
-  const auto& t = g.trace();
   const auto& edges = g.edges();
   TimeNs cursor = s.end[sink.value()];
   // Attributes [max(lo, from), cursor) to c and moves the cursor back to lo.
@@ -78,11 +85,6 @@ CriticalPath FindCriticalPath(const graph::Graph& g, std::span<const TimeNs> dur
     const TimeNs bottom = std::max(lo, from);
     if (cursor > bottom) cp.time[static_cast<size_t>(c)] += cursor - bottom;
     cursor = std::min(cursor, std::max(lo, from));
-  };
-  auto category_of = [&](uint32_t v) {
-    if (n.kind[v] != NodeKind::kGpuOp) return PathCategory::kCpu;
-    return IsCommunicationKernel(t.Name(t.gpu.name[n.ref[v]])) ? PathCategory::kCommunication
-                                                               : PathCategory::kGpuCompute;
   };
   NodeId cur = sink;
   bool at_end = true;  // walking back from cur's end (true) or its start (false)
@@ -108,7 +110,7 @@ CriticalPath FindCriticalPath(const graph::Graph& g, std::span<const TimeNs> dur
           continue;
         }
       }
-      take(category_of(v), s.start[v]);
+      take(CategoryOf(g, cur), s.start[v]);
     }
     if (n.is_root[v]) break;
     NodeId next;

@@ -285,10 +285,7 @@ std::vector<uint32_t> RoundAndRepair(const Prepared& p, std::span<const double> 
   std::vector<double> ef(n, 0.0), lf;
   BackwardPass(p, dur, deadline, lf);
   for (uint32_t u : p.topo) {
-    double es = 0.0;
-    for (uint32_t e = p.pred_begin[u]; e < p.pred_begin[u + 1]; ++e) {
-      es = std::max(es, ef[p.pred[e]] + p.pred_delay[e]);
-    }
+    const double es = EarliestStart(p, ef, u);
     const uint32_t c = choice[u];
     if (c + 1 < p.opt_begin[u + 1] && lf[u] - es >= p.opt_dur[c + 1] - kTol) {
       choice[u] = p.SlowestWithin(u, lf[u] - es + kTol);

@@ -152,15 +152,19 @@ Prepared Prepare(const Problem& problem) {
   return p;
 }
 
+double EarliestStart(const Prepared& p, const std::vector<double>& ef, uint32_t u) {
+  double es = 0.0;
+  for (uint32_t k = p.pred_begin[u]; k < p.pred_begin[u + 1]; ++k) {
+    es = std::max(es, ef[p.pred[k]] + p.pred_delay[k]);
+  }
+  return es;
+}
+
 double ForwardPass(const Prepared& p, std::span<const double> dur, std::vector<double>& ef) {
   ef.assign(p.n, 0.0);
   double makespan = 0.0;
   for (uint32_t u : p.topo) {
-    double es = 0.0;
-    for (uint32_t k = p.pred_begin[u]; k < p.pred_begin[u + 1]; ++k) {
-      es = std::max(es, ef[p.pred[k]] + p.pred_delay[k]);
-    }
-    ef[u] = es + dur[u];
+    ef[u] = EarliestStart(p, ef, u) + dur[u];
     makespan = std::max(makespan, ef[u]);
   }
   return makespan;

@@ -54,6 +54,9 @@ struct Prepared {
 // Builds the prepared form of a Validate()d problem.
 Prepared Prepare(const Problem& problem);
 
+// Earliest start of node u given the earliest finishes `ef` of its predecessors (the forward
+// pass's step; the solvers that change durations during the pass call it directly).
+double EarliestStart(const Prepared& p, const std::vector<double>& ef, uint32_t u);
 // Earliest finish of every node with durations `dur` (ns); returns the makespan.
 double ForwardPass(const Prepared& p, std::span<const double> dur, std::vector<double>& ef);
 // Latest finish of node u given the latest finishes `lf` of its successors (the backward

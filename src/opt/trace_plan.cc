@@ -240,13 +240,12 @@ std::vector<packing::Pack> Phases(const analysis::TraceAnalysis& a, const std::v
 }
 
 // The pack-graph solve: the solver's plan at the pack-graph deadline, tightened until its
-// kernel-graph replay meets `deadline_ns`. Fills plan.pack_graph and plan.frontier; returns
+// kernel-graph replay meets `deadline_ns`. Fills `pg` and `frontier`; returns
 // the solver's choice as indices into the packs' options.
 Result<std::vector<size_t>> SolvePackGraph(const Problem& problem, Evaluator& ev, const std::vector<PackModel>& models,
                                            const TracePlanOptions& options, TimeNs kernel_baseline_ns, TimeNs deadline_ns,
-                                           TracePlan& plan) {
+                                           TracePlan::PackGraph& pg, std::vector<PlanPoint>& frontier) {
   EMO_RETURN_IF_ERROR(problem.Validate());
-  auto& pg = plan.pack_graph;
   const uint32_t num = problem.num_nodes();
   auto to_choice = [&](std::span<const uint32_t> pack_plan) {
     std::vector<size_t> c(num);
@@ -304,7 +303,7 @@ Result<std::vector<size_t>> SolvePackGraph(const Problem& problem, Evaluator& ev
   fo.max_points = 200;
   fo.time_limit_s = options.exact_time_limit_s;
   EMO_ASSIGN_OR_RETURN(Frontier f, solver->SolveFrontier(problem, fo));
-  for (const auto& pt : f.points) plan.frontier.push_back({pt.makespan_ns, pt.energy_j});
+  for (const auto& pt : f.points) frontier.push_back({pt.makespan_ns, pt.energy_j});
   return choice;
 }
 
@@ -326,14 +325,16 @@ struct PackingPlan {
   size_t replays = 0;
 };
 
-// Solves the pack graph of `packs`, then descends on the kernel graph from the solver's plan,
-// the default clocks, the static clock `static_index` and any `starts`.
+// Solves the pack graph of `packs` (with their `models`, BuildModels), then descends on the
+// kernel graph from the solver's plan, the default clocks, the static clock `static_index` and
+// any `starts`.
 Result<PackingPlan> PlanPacking(const analysis::TraceAnalysis& a, const model::DeviceModel& device,
-                                std::vector<packing::Pack> packs, const TracePlanOptions& options, TimeNs deadline_ns,
-                                size_t static_index, std::vector<Candidate> starts) {
+                                std::vector<packing::Pack> packs, std::vector<PackModel> models_in,
+                                const TracePlanOptions& options, TimeNs deadline_ns, size_t static_index,
+                                std::vector<Candidate> starts) {
   PackingPlan out;
   out.packs = std::move(packs);
-  out.models = BuildModels(a, device, out.packs);
+  out.models = std::move(models_in);
   const auto& models = out.models;
   Evaluator ev(a, device, out.packs, models);
   std::vector<size_t> base(out.packs.size());
@@ -341,11 +342,9 @@ Result<PackingPlan> PlanPacking(const analysis::TraceAnalysis& a, const model::D
   std::vector<TimeNs> windows;
   const PlanPoint baseline = ev.Evaluate(base, &windows);
   const Problem problem = BuildPackProblem(ev, device, out.packs, models, base, baseline.time_ns, windows);
-  TracePlan scratch;
   EMO_ASSIGN_OR_RETURN(std::vector<size_t> solved,
-                       SolvePackGraph(problem, ev, models, options, baseline.time_ns, deadline_ns, scratch));
-  out.pack_graph = scratch.pack_graph;
-  out.frontier = std::move(scratch.frontier);
+                       SolvePackGraph(problem, ev, models, options, baseline.time_ns, deadline_ns, out.pack_graph,
+                                      out.frontier));
   starts.insert(starts.begin(), {{"pack-graph solver", solved, {}},
                                  {"default clocks", base, {}},
                                  {"static best", std::vector<size_t>(base.size(), static_index), {}}});
@@ -391,7 +390,7 @@ Result<TracePlan> PlanTrace(const analysis::TraceAnalysis& a, const model::Devic
   if (packs.empty()) {
     return InvalidArgument(fmt::format("{}: the steady iteration has no GPU ops to plan", a.trace->meta.source_path));
   }
-  const std::vector<PackModel> models = BuildModels(a, device, packs);
+  std::vector<PackModel> models = BuildModels(a, device, packs);
   Evaluator ev(a, device, packs, models);
   std::vector<size_t> base_choice(packs.size());
   for (size_t p = 0; p < packs.size(); ++p) base_choice[p] = models[p].default_index;
@@ -417,7 +416,9 @@ Result<TracePlan> PlanTrace(const analysis::TraceAnalysis& a, const model::Devic
       std::all_of(packs.begin(), packs.end(), [&](const packing::Pack& p) { return p.device == packs.front().device; });
   if (one_device) {
     // Pass-level baseline (Perseus' granularity): one clock per phase, planned like the packs.
-    EMO_ASSIGN_OR_RETURN(PackingPlan pp, PlanPacking(a, device, Phases(a, packs, options.packing.min_pack_ns), options,
+    auto phases = Phases(a, packs, options.packing.min_pack_ns);
+    auto phase_models = BuildModels(a, device, phases);
+    EMO_ASSIGN_OR_RETURN(PackingPlan pp, PlanPacking(a, device, std::move(phases), std::move(phase_models), options,
                                                      plan.deadline_ns, static_index, {}));
     plan.pass_level = pp.candidates[pp.best].point;
     plan.pass_level_phases = pp.packs.size();
@@ -467,8 +468,9 @@ Result<TracePlan> PlanTrace(const analysis::TraceAnalysis& a, const model::Devic
     plan.per_kernel_blind = bev.Evaluate(blind);
     plan.replays += bev.replays;
   }
-  EMO_ASSIGN_OR_RETURN(PackingPlan pk, PlanPacking(a, device, std::move(packs), options, plan.deadline_ns, static_index,
-                                                   std::move(pack_starts)));
+  // ev refers to packs and models: its last use is above.
+  EMO_ASSIGN_OR_RETURN(PackingPlan pk, PlanPacking(a, device, std::move(packs), std::move(models), options,
+                                                   plan.deadline_ns, static_index, std::move(pack_starts)));
   plan.replays += pk.replays;
   // The packing whose best plan is cheaper: slack-class packs, or the phases when one clock
   // per phase does better (the plan is then never worse than the pass-level baseline).

@@ -29,10 +29,7 @@ bool ForwardRound(const Prepared& p, double deadline, double min_rate, std::vect
   BackwardPass(p, dur, deadline, lf);
   bool changed = false;
   for (uint32_t u : p.topo) {
-    double es = 0.0;
-    for (uint32_t e = p.pred_begin[u]; e < p.pred_begin[u + 1]; ++e) {
-      es = std::max(es, ef[p.pred[e]] + p.pred_delay[e]);
-    }
+    const double es = EarliestStart(p, ef, u);
     const uint32_t c = choice[u];
     if (c + 1 < p.opt_begin[u + 1] && lf[u] - es >= p.opt_dur[c + 1] - kTol) {
       const uint32_t to = BestStep(p, u, c, lf[u] - es, min_rate);

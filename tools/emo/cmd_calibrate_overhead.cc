@@ -29,12 +29,10 @@ int RunCalibrate(const CalibrateArgs& args) {
   analysis::AnalyzeOptions options;
   options.iteration_regex = args.iteration;
   std::vector<analysis::TraceAnalysis> all;
-  std::vector<analysis::ProfilerEventCounts> counts;
   for (const auto& p : args.traces) {
     fmt::print(stderr, "emo calibrate-overhead: reading {} ...\n", p);
     auto a = analysis::AnalyzeTrace(p, options);
     if (!a.ok()) return Fail("calibrate-overhead", a.status());
-    counts.push_back(analysis::CountProfilerEvents(*a->graph));
     all.push_back(std::move(a).value());
   }
   analysis::OverheadModel base;
@@ -44,20 +42,20 @@ int RunCalibrate(const CalibrateArgs& args) {
     const auto& a = all[i];
     const auto truth = static_cast<TimeNs>(args.step_ms[i] * 1e6);
     // Fit on the traced durations (a.durations may already carry the shipped correction).
-    analysis::CalibrationSample s{a.graph.get(), &a.iterations, a.steady, &a.traced_durations, &counts[i], truth};
+    analysis::CalibrationSample s{a.graph.get(), &a.iterations, a.steady, &a.traced_durations, &a.profiler_events, truth};
     samples.push_back(s);
     per.push_back({{"trace", a.trace->meta.source_path},
                    {"record_shapes", a.trace->meta.record_shapes},
                    {"traced_us", NsToUs(a.measured_ns())},
                    {"unprofiled_us", NsToUs(truth)},
-                   {"events_per_iteration", counts[i].total / static_cast<double>(a.iterations.iterations.size())},
-                   {"events_total", counts[i].total}});
+                   {"events_per_iteration", a.profiler_events.total / static_cast<double>(a.iterations.iterations.size())},
+                   {"events_total", a.profiler_events.total}});
   }
   analysis::OverheadModel joint = analysis::FitOverhead(samples, base);
   base = joint;
   for (size_t i = 0; i < all.size(); ++i) {
     const auto& a = all[i];
-    const TimeNs c = analysis::CorrectedIterationTime(*a.graph, a.iterations, a.steady, a.traced_durations, counts[i], base);
+    const TimeNs c = analysis::CorrectedIterationTime(*a.graph, a.iterations, a.steady, a.traced_durations, a.profiler_events, base);
     per[i]["corrected_us_joint"] = NsToUs(c);
     per[i]["error_pct_joint"] = 100.0 * (static_cast<double>(c) / (args.step_ms[i] * 1e6) - 1.0);
   }

@@ -21,6 +21,9 @@ SlackResult ComputeSlack(const graph::Graph& g, std::span<const TimeNs> duration
                          const Schedule& s, const std::vector<bool>& window, TimeNs horizon);
 
 enum class PathCategory : uint8_t { kGpuCompute, kCommunication, kCpu, kLaunch, kCount };
+// The category a node's own time counts in: GPU compute or communication (NCCL) for GPU ops,
+// CPU for the rest.
+PathCategory CategoryOf(const graph::Graph& g, graph::NodeId v);
 
 // The critical path ending at `sink`, walked back along binding constraints until `from`.
 struct CriticalPath {
