@@ -18,13 +18,8 @@
 # Usage: bench/model_validate.sh [EMO_BINARY] [SHARED_DIR]
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
-emo="${1:-$here/../build/model/tools/emo/emo}"
-shared="${2:-$here/../../shared}"
-data="$shared/data/perseus_sosp24/stage_profile"
-[[ -x "$emo" ]] || { echo "no emo binary at $emo (build the 'emo' target first)" >&2; exit 1; }
-[[ -d "$data" ]] || { echo "no Perseus stage profiles at $data" >&2; exit 1; }
-tmp="$(mktemp -d)"
-trap 'rm -rf "$tmp"' EXIT
+source "$here/common.sh"
+bench_setup "${1:-}" "${2:-}" data/perseus_sosp24/stage_profile
 
 other() {
   case "$1" in

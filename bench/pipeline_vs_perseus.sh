@@ -15,13 +15,8 @@
 # at its fastest iteration time against all-max-clock on the same accounting.
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
-emo="${1:-$here/../build/opt/tools/emo/emo}"
-shared="${2:-$here/../../shared}"
-data="$shared/data/perseus_sosp24"
-[[ -x "$emo" ]] || { echo "no emo binary at $emo (build the 'emo' target first)" >&2; exit 1; }
-[[ -d "$data" ]] || { echo "no Perseus data at $data" >&2; exit 1; }
-tmp="$(mktemp -d)"
-trap 'rm -rf "$tmp"' EXIT
+source "$here/common.sh"
+bench_setup "${1:-}" "${2:-}" data/perseus_sosp24
 
 cases=()
 for model in gpt3-175b bloom; do

@@ -171,16 +171,22 @@ TEST(GraphTest, SlackOfParallelBranch) {
   EXPECT_EQ(slack.slack[node_of(2)], 0);
 }
 
-TEST(GraphTest, UnresolvedWaitUsesRecordPairFallback) {
+// Kernel a on stream 7, an event recorded after it, stream 20 waiting on that event
+// (wait_on_* = -1, as CUDA >= 12.9 writes it), then kernel b on stream 20 starting at b_start_us.
+trace::Trace RecordWaitTrace(double b_start_us) {
   TraceBuilder b;
   b.Api("cudaLaunchKernel", 0, 5, 1);
   b.Api("cudaEventRecordWithFlags", 6, 7, 2);
   b.Api("cudaStreamWaitEvent", 8, 9, 3);
   b.Api("cudaLaunchKernel", 10, 15, 4);
   b.Kernel("a", 7, 10, 100, 1);
-  b.Kernel("b", 20, 101, 150, 4);
-  b.Sync(trace::SyncKind::kStreamWaitEvent, 20, 8, 9, 3);  // wait_on_* = -1
-  trace::Trace t = b.Build();
+  b.Kernel("b", 20, b_start_us, 150, 4);
+  b.Sync(trace::SyncKind::kStreamWaitEvent, 20, 8, 9, 3);
+  return b.Build();
+}
+
+TEST(GraphTest, UnresolvedWaitUsesRecordPairFallback) {
+  trace::Trace t = RecordWaitTrace(101);
   auto g = graph::BuildGraph(t);
   ASSERT_TRUE(g.ok());
   EXPECT_EQ(g->diagnostics().Count(Diag::kWaitEdgeRecordPair), 1u);
@@ -189,15 +195,7 @@ TEST(GraphTest, UnresolvedWaitUsesRecordPairFallback) {
 
 TEST(GraphTest, InconsistentInferredEdgeIsDropped) {
   // b starts before a ends: a cross-stream wait edge a -> b would contradict the measurement.
-  TraceBuilder b;
-  b.Api("cudaLaunchKernel", 0, 5, 1);
-  b.Api("cudaEventRecordWithFlags", 6, 7, 2);
-  b.Api("cudaStreamWaitEvent", 8, 9, 3);
-  b.Api("cudaLaunchKernel", 10, 15, 4);
-  b.Kernel("a", 7, 10, 100, 1);
-  b.Kernel("b", 20, 20, 150, 4);
-  b.Sync(trace::SyncKind::kStreamWaitEvent, 20, 8, 9, 3);
-  trace::Trace t = b.Build();
+  trace::Trace t = RecordWaitTrace(20);
   auto g = graph::BuildGraph(t);
   ASSERT_TRUE(g.ok());
   EXPECT_EQ(g->EdgeCount(graph::EdgeKind::kEventWait), 0u);
