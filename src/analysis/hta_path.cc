@@ -112,6 +112,16 @@ std::vector<ExtraEdge> HtaSyncEdges(const graph::Graph& g, const std::vector<boo
       }
     }
   }
+  // Sorted by launch, with the index of the latest-ending op so far: the op a sync ties to is
+  // then one binary search away (syncs x ops would be quadratic on long traces).
+  std::vector<std::vector<size_t>> latest_end(t.streams.size());
+  for (size_t st = 0; st < per_stream.size(); ++st) {
+    auto& ops = per_stream[st];
+    std::sort(ops.begin(), ops.end(), [](const Launched& x, const Launched& y) { return x.launch_start < y.launch_start; });
+    auto& best = latest_end[st];
+    best.resize(ops.size());
+    for (size_t k = 0; k < ops.size(); ++k) best[k] = k > 0 && ops[best[k - 1]].end >= ops[k].end ? best[k - 1] : k;
+  }
   std::vector<ExtraEdge> out;
   for (size_t i = 0; i < t.syncs.size(); ++i) {
     const auto kind = t.syncs.kind[i];
@@ -124,11 +134,14 @@ std::vector<ExtraEdge> HtaSyncEdges(const graph::Graph& g, const std::vector<boo
     for (size_t st = 0; st < t.streams.size(); ++st) {
       if (t.streams[st].device != t.syncs.device[i]) continue;
       if (kind == trace::SyncKind::kStreamSync && t.streams[st].stream != t.syncs.stream[i]) continue;
-      const Launched* last = nullptr;
-      for (const auto& l : per_stream[st]) {
-        if (l.launch_start < call_start && (last == nullptr || l.end > last->end)) last = &l;
-      }
-      if (last != nullptr && last->end <= n.end[call.value()]) out.push_back({last->op, call});
+      const auto& ops = per_stream[st];
+      const auto launched = static_cast<size_t>(
+          std::lower_bound(ops.begin(), ops.end(), call_start,
+                           [](const Launched& l, TimeNs x) { return l.launch_start < x; }) -
+          ops.begin());
+      if (launched == 0) continue;
+      const Launched& last = ops[latest_end[st][launched - 1]];
+      if (last.end <= n.end[call.value()]) out.push_back({last.op, call});
     }
   }
   return out;
