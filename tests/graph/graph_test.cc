@@ -5,76 +5,12 @@
 #include "emo/analysis/slack.h"
 #include "emo/analysis/whatif.h"
 #include "emo/graph/graph_builder.h"
+#include "trace_builder.h"
 
 namespace emo {
 namespace {
 
-using trace::CpuKind;
-using trace::GpuKind;
-
-// A tiny trace builder: times in microseconds for readability.
-class TraceBuilder {
- public:
-  TraceBuilder() { t_.meta.source_path = "synthetic"; }
-  int64_t Api(const char* name, double start_us, double end_us, int64_t corr = -1, int64_t tid = 1) {
-    auto& c = t_.cpu;
-    c.thread.push_back(t_.InternThread(1, tid));
-    c.kind.push_back(CpuKind::kRuntime);
-    c.name.push_back(t_.strings.Intern(name));
-    c.start.push_back(Ns(start_us));
-    c.end.push_back(Ns(end_us));
-    c.correlation.push_back(corr);
-    c.external_id.push_back(-1);
-    c.cbid.push_back(-1);
-    return corr;
-  }
-  void Annotation(const char* name, double start_us, double end_us) {
-    auto& c = t_.cpu;
-    c.thread.push_back(t_.InternThread(1, 1));
-    c.kind.push_back(CpuKind::kAnnotation);
-    c.name.push_back(t_.strings.Intern(name));
-    c.start.push_back(Ns(start_us));
-    c.end.push_back(Ns(end_us));
-    c.correlation.push_back(-1);
-    c.external_id.push_back(-1);
-    c.cbid.push_back(-1);
-  }
-  void Kernel(const char* name, int64_t stream, double start_us, double end_us, int64_t corr) {
-    auto& g = t_.gpu;
-    g.kind.push_back(GpuKind::kKernel);
-    g.name.push_back(t_.strings.Intern(name));
-    g.stream.push_back(t_.InternStream(0, stream));
-    g.start.push_back(Ns(start_us));
-    g.end.push_back(Ns(end_us));
-    g.correlation.push_back(corr);
-    g.external_id.push_back(-1);
-    g.launch.push_back({});
-    g.bytes.push_back(0);
-    g.graph_id.push_back(-1);
-    g.collective.push_back(trace::CollectiveId::Invalid());
-  }
-  void Sync(trace::SyncKind kind, int64_t stream, double start_us, double end_us, int64_t corr,
-            int64_t wait_on_stream = -1, int64_t record_corr = -1) {
-    auto& s = t_.syncs;
-    s.kind.push_back(kind);
-    s.device.push_back(0);
-    s.stream.push_back(stream);
-    s.start.push_back(Ns(start_us));
-    s.end.push_back(Ns(end_us));
-    s.correlation.push_back(corr);
-    s.wait_on_stream.push_back(wait_on_stream);
-    s.wait_on_record_corr.push_back(record_corr);
-    s.event_id.push_back(1);
-  }
-  trace::Trace Build() {
-    t_.Finalize();
-    return std::move(t_);
-  }
-  static TimeNs Ns(double us) { return static_cast<TimeNs>(us * 1000.0); }
-
- private:
-  trace::Trace t_;
-};
+using testing::TraceBuilder;
 
 // Two streams: A on stream 7, then B on stream 20 waits for A through an event, then C on
 // stream 7 waits for B through an event; C is launched late, so its launch is binding and B
