@@ -41,6 +41,24 @@ std::vector<ClockOption> ClockOptions(const DeviceModel& device, const UnitModel
   return out;
 }
 
+std::vector<ClockOption> PackClockOptions(const DeviceModel& device, const ClassTimes& times,
+                                          MegaHertz measured_clock) {
+  std::vector<ClockOption> out;
+  out.reserve(device.clocks.size());
+  for (MegaHertz f : device.clocks) out.push_back(ClockOption{f, 0.0, 0.0});
+  for (size_t c = 0; c < times.busy_s.size(); ++c) {
+    if (times.busy_s[c] <= 0.0) continue;
+    ClassTimes one;
+    one.busy_s[c] = times.busy_s[c];
+    const auto options = ClockOptions(device, PackUnitModel(device, one, measured_clock));
+    for (size_t i = 0; i < out.size(); ++i) {
+      out[i].time_s += options[i].time_s;
+      out[i].energy_j += options[i].energy_j;
+    }
+  }
+  return out;
+}
+
 std::vector<size_t> ParetoFront(std::span<const ClockOption> options) {
   std::vector<size_t> order(options.size());
   std::iota(order.begin(), order.end(), 0);

@@ -1,6 +1,7 @@
 #include "emo/opt/trace_plan.h"
 
 #include <algorithm>
+#include <array>
 #include <chrono>
 #include <cmath>
 #include <optional>
@@ -22,6 +23,10 @@ struct PackModel {
   std::vector<model::ClockOption> options;  // ascending clock
   std::vector<size_t> front;                // Pareto options, fastest first
   size_t default_index = 0;                 // index of the default clock in options
+  std::vector<uint8_t> op_class;            // kernel class of each of the pack's ops
+  // Per option and class: an op's time at that clock over its time at the default clock.
+  // A device constant per class, so a clock stretches an op the same whatever pack holds it.
+  std::vector<std::array<double, model::kNumKernelClasses>> stretch;
 };
 
 class Evaluator {
@@ -37,8 +42,12 @@ class Evaluator {
     std::vector<TimeNs> dur = a_.durations;
     for (size_t p = 0; p < packs_.size(); ++p) {
       const auto& m = models_[p];
-      const double ratio = m.options[choice[p]].time_s / std::max(1e-12, m.options[m.default_index].time_s);
-      for (auto v : packs_[p].ops) dur[v.value()] = static_cast<TimeNs>(std::llround(static_cast<double>(dur[v.value()]) * ratio));
+      const auto& stretch = m.stretch[choice[p]];
+      const auto& ops = packs_[p].ops;
+      for (size_t k = 0; k < ops.size(); ++k) {
+        auto& d = dur[ops[k].value()];
+        d = static_cast<TimeNs>(std::llround(static_cast<double>(d) * stretch[m.op_class[k]]));
+      }
     }
     const auto s = analysis::Replay(*a_.graph, dur);
     const auto bounds = analysis::BoundsOf(*a_.graph, a_.iterations, s, a_.steady);
@@ -125,16 +134,29 @@ std::vector<PackModel> BuildModels(const analysis::TraceAnalysis& a, const model
                                    const std::vector<packing::Pack>& packs) {
   const auto& n = a.graph->nodes();
   const auto& t = *a.trace;
+  // Each class's stretch per clock: the time of a unit of that class alone, against the
+  // default clock.
+  std::vector<std::array<double, model::kNumKernelClasses>> stretch(device.clocks.size());
+  for (size_t c = 0; c < model::kNumKernelClasses; ++c) {
+    model::ClassTimes one;
+    one.busy_s[c] = 1.0;
+    const auto unit = model::PackUnitModel(device, one, device.default_clock);
+    const double at_default = model::UnitTime(device.params, unit, device.default_clock);
+    for (size_t i = 0; i < device.clocks.size(); ++i) {
+      stretch[i][c] = model::UnitTime(device.params, unit, device.clocks[i]) / at_default;
+    }
+  }
   std::vector<PackModel> models(packs.size());
   for (size_t p = 0; p < packs.size(); ++p) {
     model::ClassTimes times;
+    auto& m = models[p];
     for (auto v : packs[p].ops) {
       const auto cls = model::Classify(t.Name(t.gpu.name[n.ref[v.value()]]));
       times.busy_s[static_cast<size_t>(cls)] += NsToS(a.durations[v.value()]);
+      m.op_class.push_back(static_cast<uint8_t>(cls));
     }
-    const auto unit = model::PackUnitModel(device, times, device.default_clock);
-    auto& m = models[p];
-    m.options = model::ClockOptions(device, unit);
+    m.options = model::PackClockOptions(device, times, device.default_clock);
+    m.stretch = stretch;
     m.front = model::ParetoFront(m.options);
     m.default_index = 0;
     for (size_t i = 0; i < m.options.size(); ++i) {

@@ -54,5 +54,34 @@ TEST(PackModelTest, SplitsTimeByClassPriors) {
                    UnitTime(d->params, throttled, MegaHertz(1500)));
 }
 
+// Cutting work into packs never changes its time or energy at one clock: the options of a
+// mix are the sums of its parts' options, and equal the one-unit model at the measured clock.
+TEST(PackModelTest, PackOptionsAreAdditive) {
+  Result<DeviceModel> d = FindDevice("h200", testing::SourceDir() + "/devices");
+  ASSERT_TRUE(d.ok()) << d.status().ToString();
+  ClassTimes a, b, both;
+  a.busy_s[static_cast<size_t>(KernelClass::kCompute)] = 0.012;
+  a.busy_s[static_cast<size_t>(KernelClass::kMemory)] = 0.002;
+  b.busy_s[static_cast<size_t>(KernelClass::kMemory)] = 0.009;
+  b.busy_s[static_cast<size_t>(KernelClass::kCompute)] = 0.001;
+  for (size_t c = 0; c < both.busy_s.size(); ++c) both.busy_s[c] = a.busy_s[c] + b.busy_s[c];
+  const auto oa = PackClockOptions(*d, a, d->default_clock), ob = PackClockOptions(*d, b, d->default_clock);
+  const auto o = PackClockOptions(*d, both, d->default_clock);
+  ASSERT_EQ(o.size(), d->clocks.size());
+  const auto mixed = ClockOptions(*d, PackUnitModel(*d, both, d->default_clock));
+  for (size_t i = 0; i < o.size(); ++i) {
+    EXPECT_NEAR(o[i].time_s, oa[i].time_s + ob[i].time_s, 1e-12);
+    EXPECT_NEAR(o[i].energy_j, oa[i].energy_j + ob[i].energy_j, 1e-9);
+    EXPECT_NEAR(o[i].time_s, mixed[i].time_s, 1e-12);  // time is additive in either model
+    if (o[i].clock == d->default_clock) {
+      EXPECT_NEAR(o[i].energy_j, mixed[i].energy_j, 1e-9 * mixed[i].energy_j);
+    }
+  }
+  // Where the clock bites, the one-unit model's energy drifts from the sum of its parts.
+  double drift = 0;
+  for (size_t i = 0; i < o.size(); ++i) drift = std::max(drift, std::abs(mixed[i].energy_j / o[i].energy_j - 1));
+  EXPECT_GT(drift, 1e-3);
+}
+
 }  // namespace
 }  // namespace emo::model

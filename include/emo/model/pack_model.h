@@ -42,6 +42,15 @@ struct ClockOption {
 // Time and energy at every clock of the device's table, ascending by clock.
 std::vector<ClockOption> ClockOptions(const DeviceModel& device, const UnitModel& unit);
 
+// A pack's time and energy at every clock, ascending by clock: the sum over its kernel classes
+// of each class's own unit (PackUnitModel of that class alone). Each class runs its own
+// stretched time at its own power, so the options are additive: cutting a stretch of work into
+// several packs never changes its time or energy at one clock. (One unit over the whole mix
+// weights the classes' power by their time at the measured clock, which drifts from the
+// stretched times at low clocks.) At the measured clock both give the same energy.
+std::vector<ClockOption> PackClockOptions(const DeviceModel& device, const ClassTimes& times,
+                                          MegaHertz measured_clock);
+
 // Indices of the Pareto-optimal options (no other option is at most as slow and at most as
 // costly, and strictly better in one), sorted by time ascending. Ties in both keep the first.
 std::vector<size_t> ParetoFront(std::span<const ClockOption> options);
