@@ -1,57 +1,76 @@
 #!/usr/bin/env bash
 # Leave-one-workload-out score of the profiler-overhead correction (issue Order 2).
-# For each profiler configuration (light, shapes) and each workload W of
-# ../shared/traces/h200/overhead: fit the per-operator and per-API costs on the other two
-# workloads (sync + async traces) with `emo calibrate-overhead`, then correct W's traces with
-# them and compare with the unprofiled median in truth.json.
-# Then the shipped calibration (`--correct-overhead auto`) on the held-out workloads recorded
-# the same way (data/h200_heldout), which no calibration was fitted on.
-# Usage: bench/overhead_lowo.sh [path/to/emo]
+# For each workload W of ../shared/traces/h200/overhead: `emo calibrate-overhead` on the other
+# two workloads' eight traces (sync + async, light + shapes; the gauge's reference table from
+# all eight, one ratio per profiler configuration from its four), then `emo analyze` of W's
+# four traces with that calibration, against truth.json's unprofiled medians.
+# Then the held-out workloads recorded the same way (data/h200_heldout), which no calibration
+# saw: (a) with the shipped calibration (fitted on all twelve traces above); (b) scored
+# leave-one-workload-out over all six workloads (calibration from the other five).
+# Usage: bench/overhead_lowo.sh [path/to/emo] [path/to/shared]
 set -euo pipefail
-EMO=${1:-build/release/tools/emo/emo}
-O=$(dirname "$0")/../../shared/traces/h200/overhead
-H=$(dirname "$0")/../data/h200_heldout
-python3 - "$EMO" "$O" "$H" <<'PY'
+source "$(dirname "$0")/common.sh"
+bench_setup "${1:-}" "${2:-}" traces/h200/overhead
+H="$(cd "$(dirname "$0")/.." && pwd)/data/h200_heldout"
+python3 - "$emo" "$data" "$H" "$tmp" <<'PY'
 import json, subprocess, sys
-emo, o = sys.argv[1], sys.argv[2]
-truth = json.load(open(f"{o}/truth.json"))
-work = ["gpt_train", "resnet_train", "multistream"]
-def t(w, mode): return truth[w][f"unprofiled_{mode}"]["median_s"] * 1e3
-print(f"{'trace':<34} {'traced ms':>9} {'true ms':>8} {'corrected':>9} {'error %':>8}   fitted on (op ns, api ns)")
+emo, o, h, tmp = sys.argv[1:5]
+truth = {**json.load(open(f"{o}/truth.json")), **json.load(open(f"{h}/truth.json"))}
+TRAIN = ["gpt_train", "resnet_train", "multistream"]
+HELD = ["mlp_small_train", "bert_infer", "cnn_dataload_train"]
+MODES, CFGS = ["sync", "async"], ["light", "shapes"]
+def folder(w): return o if w in TRAIN else h
+def path(w, m, c): return f"{folder(w)}/{w}_{m}_{c}.json.gz"
+def true_ms(w, m): return truth[w][f"unprofiled_{m}"]["median_s"] * 1e3
+def run(args): return subprocess.run([emo, *args], capture_output=True, text=True, check=True).stdout
+def calibrate(works, name):
+    traces = [path(w, m, c) for w in works for m in MODES for c in CFGS]
+    steps = [str(true_ms(w, m)) for w in works for m in MODES for c in CFGS]
+    out = f"{tmp}/{name}.json"
+    run(["calibrate-overhead", *traces, "--step-time", *steps, "--out", out, "--json", f"{tmp}/{name}.fit.json"])
+    return out, json.load(open(out))["ratio"]
+def score(works, cal, label):
+    worst = 0
+    for w in works:
+        for c in CFGS:
+            for m in MODES:
+                args = ["analyze", path(w, m, c), "--json", "-"] + (["--overhead-calibration", cal] if cal else [])
+                j = json.loads(run(args))
+                it, ov, t = j["iteration_time_us"], j["overhead"], true_ms(w, m)
+                err = 100 * (it["corrected"] / 1e3 / t - 1)
+                worst = max(worst, abs(err))
+                lo, hi = (x / 1e3 for x in it["corrected_range"])
+                inside = lo * 0.999 <= t <= hi * 1.001
+                COVER[0] += inside; COVER[1] += 1
+                print(f"{w + '_' + m + '_' + c:<34} {it['replayed']/1e3:>9.2f} {t:>8.2f} {it['corrected']/1e3:>9.2f} {err:>+8.1f} "
+                      f"{lo:>7.2f}-{hi:<7.2f}{'  ' if inside else ' !'} {ov['confidence']:<6} {ov['speed_gauge']['cpu_slowdown']:>8.3f} "
+                      f"{ov['cpu_scale']:>6.3f}   {label(c, ov)}")
+    return worst
+COVER = [0, 0]
+def coverage():
+    s = f"true time inside the corrected range: {COVER[0]} of {COVER[1]}"
+    COVER[0] = COVER[1] = 0
+    return s
+HEAD = (f"{'trace':<34} {'traced ms':>9} {'true ms':>8} {'corrected':>9} {'error %':>8} {'range ms':^17} "
+        f"{'conf.':<6} {'slowdown':>8} {'scale':>6}   calibration")
+
+print("leave-one-workload-out on ../shared/traces/h200/overhead:\n" + HEAD)
 worst = 0
-for cfg in ["light", "shapes"]:
-    for held in work:
-        train = [w for w in work if w != held]
-        traces, steps = [], []
-        for w in train:
-            for mode in ["sync", "async"]:
-                traces.append(f"{o}/{w}_{mode}_{cfg}.json.gz"); steps.append(str(t(w, mode)))
-        fit = json.loads(subprocess.run([emo, "calibrate-overhead", *traces, "--step-time", *steps, "--json", "-"],
-                                        capture_output=True, text=True, check=True).stdout)
-        for mode in ["sync", "async"]:
-            j = json.loads(subprocess.run([emo, "analyze", f"{o}/{held}_{mode}_{cfg}.json.gz", "--json", "-",
-                                           "--overhead-ns", str(fit["per_event_ns"]), "--overhead-api-ns", str(fit["per_api_ns"])],
-                                          capture_output=True, text=True, check=True).stdout)
-            it = j["iteration_time_us"]
-            err = 100 * (it["corrected"] / 1e3 / t(held, mode) - 1)
-            worst = max(worst, abs(err))
-            print(f"{held}_{mode}_{cfg:<14} {it['replayed']/1e3:>9.2f} {t(held, mode):>8.2f} {it['corrected']/1e3:>9.2f} {err:>+8.1f}   "
-                  f"{'+'.join(train)} ({fit['per_event_ns']:.0f}, {fit['per_api_ns']:.0f})")
-print(f"worst |error|: {worst:.1f} %")
-h = sys.argv[3]
-held_truth = json.load(open(f"{h}/truth.json"))
-print(f"\nheld-out workloads ({h}), shipped calibration:")
-print(f"{'trace':<34} {'traced ms':>9} {'true ms':>8} {'corrected':>9} {'error %':>8}   calibration")
+for held in TRAIN:
+    train = [w for w in TRAIN if w != held]
+    cal, ratio = calibrate(train, f"lowo_{held}")
+    worst = max(worst, score([held], cal, lambda c, ov: f"{'+'.join(train)} (ratio {ratio[c]:.4f})"))
+print(f"worst |error|: {worst:.1f} %; {coverage()}")
+
+print(f"\nheld-out workloads ({h}), shipped calibration:\n" + HEAD)
+worst = score(HELD, None, lambda c, ov: f"shipped (ratio {ov['speed_gauge']['ratio']:.4f})")
+print(f"worst |error| (held-out, shipped): {worst:.1f} %; {coverage()}")
+
+print("\nall six workloads, leave-one-workload-out (calibration from the other five):\n" + HEAD)
 worst = 0
-for w in ["mlp_small_train", "bert_infer", "cnn_dataload_train"]:
-    for mode in ["sync", "async"]:
-        for cfg in ["light", "shapes"]:
-            j = json.loads(subprocess.run([emo, "analyze", f"{h}/{w}_{mode}_{cfg}.json.gz", "--json", "-"],
-                                          capture_output=True, text=True, check=True).stdout)
-            it, true = j["iteration_time_us"], held_truth[w][f"unprofiled_{mode}"]["median_s"] * 1e3
-            err = 100 * (it["corrected"] / 1e3 / true - 1)
-            worst = max(worst, abs(err))
-            print(f"{w}_{mode}_{cfg:<14} {it['replayed']/1e3:>9.2f} {true:>8.2f} {it['corrected']/1e3:>9.2f} {err:>+8.1f}   "
-                  f"{j['overhead']['source']} ({j['overhead']['per_event_ns']:.0f} ns/event)")
-print(f"worst |error| (held-out): {worst:.1f} %")
+for held in TRAIN + HELD:
+    train = [w for w in TRAIN + HELD if w != held]
+    cal, ratio = calibrate(train, f"lowo6_{held}")
+    worst = max(worst, score([held], cal, lambda c, ov: f"other five (ratio {ratio[c]:.4f})"))
+print(f"worst |error| (six workloads): {worst:.1f} %; {coverage()}")
 PY

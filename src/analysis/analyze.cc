@@ -56,28 +56,46 @@ bool IsProfilerTrace(const trace::Trace& t) {
 
 Result<OverheadModel> ChooseOverheadModel(const TraceAnalysis& a, const OverheadOptions& o) {
   if (o.mode == OverheadOptions::Mode::kOff) return OverheadModel{};
-  if (o.per_event_ns >= 0) {
-    OverheadModel m = ShippedCalibration(a.trace->meta.record_shapes);
-    m.per_event_ns = o.per_event_ns;
-    if (o.per_api_ns >= 0) m.per_api_ns = o.per_api_ns;
-    m.source = OverheadSource::kCalibration;
-    m.note = "per-event cost given on the command line";
-    return m;
+  OverheadCalibration calibration = ShippedCalibration();
+  if (!o.calibration_path.empty()) {
+    EMO_ASSIGN_OR_RETURN(calibration, LoadOverheadCalibration(o.calibration_path));
   }
+  const bool shapes = a.trace->meta.record_shapes;
   if (o.step_time_ns > 0) {
-    // One step time determines one number: the per-API cost is taken from the shipped
-    // calibration and the per-operator cost fitted.
-    OverheadModel base = ShippedCalibration(a.trace->meta.record_shapes);
-    if (o.per_api_ns >= 0) base.per_api_ns = o.per_api_ns;
-    CalibrationSample s{a.graph.get(), &a.iterations, a.steady, &a.traced_durations, &a.profiler_events,
-                        o.step_time_ns};
-    OverheadModel m = FitOverhead({s}, base);
+    // A measured unprofiled step time fixes the CPU scale of this trace exactly.
+    OverheadModel m = ModelFromCalibration(*a.graph, a.iterations, a.steady, shapes, calibration);
+    m.cpu_scale = FitCpuScale(*a.graph, a.iterations, a.steady, a.traced_durations, o.step_time_ns);
     m.source = OverheadSource::kStepTime;
-    m.note = "per-event cost fitted to the measured unprofiled step time";
+    m.confidence = "high";
+    m.note = "CPU scale fitted to the measured unprofiled step time";
+    if (m.cpu_scale >= 1.5) {
+      m.confidence = "low";
+      m.note += "; the measured step is far longer than the traced one: not a profiler effect";
+    } else if (m.cpu_scale <= 0.05) {
+      m.confidence = "low";
+      m.note += "; the measured step is shorter than the traced GPU work allows";
+    }
     return m;
   }
   if (!IsProfilerTrace(*a.trace)) return OverheadModel{};
-  return ShippedCalibration(a.trace->meta.record_shapes);
+  return ModelFromCalibration(*a.graph, a.iterations, a.steady, shapes, calibration);
+}
+
+// The corrected steady iteration at both ends of the ratio's band. When the two barely differ
+// the loop is GPU-bound once corrected and the ratio's uncertainty does not matter: confidence
+// at least medium (not high: what the trace does not show, such as DataLoader workers, can
+// still make the unprofiled loop slower).
+void BandCorrectedTime(TraceAnalysis& a) {
+  a.corrected_lo_ns = a.corrected_hi_ns = a.timeline_ns();
+  auto& m = a.overhead;
+  if (m.source != OverheadSource::kCalibration || (m.band_lo == 1 && m.band_hi == 1)) return;
+  a.corrected_lo_ns = CorrectedIterationTime(*a.graph, a.iterations, a.steady, a.traced_durations, m.cpu_scale * m.band_lo);
+  a.corrected_hi_ns = CorrectedIterationTime(*a.graph, a.iterations, a.steady, a.traced_durations, m.cpu_scale * m.band_hi);
+  constexpr double kInsensitive = 0.05;
+  if (static_cast<double>(a.corrected_hi_ns - a.corrected_lo_ns) < kInsensitive * static_cast<double>(a.timeline_ns())) {
+    m.confidence = "medium";
+    m.note += "; GPU-bound once corrected: the iteration time barely depends on the ratio";
+  }
 }
 
 }  // namespace
@@ -101,9 +119,10 @@ Result<TraceAnalysis> AnalyzeTrace(const std::string& path, const AnalyzeOptions
 
   a.profiler_events = CountProfilerEvents(*a.graph);
   EMO_ASSIGN_OR_RETURN(a.overhead, ChooseOverheadModel(a, options.overhead));
-  a.durations = CorrectedDurations(*a.graph, a.traced_durations, a.profiler_events, a.overhead);
+  a.durations = CorrectedDurations(*a.graph, a.traced_durations, a.overhead.cpu_scale, a.overhead.floor_fraction);
   a.timeline = a.corrected() ? Replay(*a.graph, a.durations) : a.replayed;
   a.timeline_times = IterationTimes(*a.graph, a.iterations, a.timeline);
+  BandCorrectedTime(a);
 
   a.horizon = IterationEnds(*a.graph, a.iterations, a.timeline).back();
   a.window.assign(n.size(), false);
@@ -129,6 +148,45 @@ Result<TraceAnalysis> AnalyzeTrace(const std::string& path, const AnalyzeOptions
   return a;
 }
 
+namespace {
+
+// The correction as the JSON reports it. per_event_ns is what the correction removed from the
+// steady iteration's CPU time per recorded profiler event (the model itself scales CPU time).
+nlohmann::json OverheadToJson(const TraceAnalysis& a) {
+  using nlohmann::json;
+  const auto& n = a.graph->nodes();
+  double events = 0, removed = 0;
+  for (uint32_t v = 0; v < n.size(); ++v) {
+    if (a.iterations.node_iteration[v] != static_cast<int32_t>(a.steady) || n.kind[v] == NodeKind::kGpuOp) continue;
+    events += a.profiler_events.per_node[v];
+    removed += static_cast<double>(a.traced_durations[v] - a.durations[v]);
+  }
+  const auto& m = a.overhead;
+  json j = {{"per_event_ns", events > 0 ? removed / events : 0.0},
+            {"events", a.profiler_events.total},
+            {"events_per_iteration", events},
+            {"source", OverheadSourceName(m.source)},
+            {"cpu_scale", m.cpu_scale},
+            {"confidence", m.confidence},
+            {"note", m.note}};
+  if (m.source == OverheadSource::kOff) return j;
+  json threads = json::array();
+  for (const auto& t : m.gauge.threads) {
+    threads.push_back({{"thread", a.trace->threads[t.thread].tid},
+                       {"busy_us", NsToUs(t.busy_ns)},
+                       {"gauge", t.gauge}});
+  }
+  j["speed_gauge"] = {{"cpu_slowdown", m.gauge.slowdown},
+                      {"measured", m.gauge.measured},
+                      {"fixed_cost_events", m.gauge.gauge_events},
+                      {"leaf_ops_per_ms", m.gauge.Density()},
+                      {"ratio", m.ratio},
+                      {"threads", threads}};
+  return j;
+}
+
+}  // namespace
+
 nlohmann::json AnalysisToJson(const TraceAnalysis& a) {
   using nlohmann::json;
   json j;
@@ -140,13 +198,12 @@ nlohmann::json AnalysisToJson(const TraceAnalysis& a) {
   j["steady_iteration"] = a.iterations.iterations[a.steady].name;
   j["iteration_time_us"] = {{"measured", NsToUs(a.measured_ns())},
                             {"replayed", NsToUs(a.replayed_ns())}};
-  if (a.corrected()) j["iteration_time_us"]["corrected"] = NsToUs(a.timeline_ns());
+  if (a.corrected()) {
+    j["iteration_time_us"]["corrected"] = NsToUs(a.timeline_ns());
+    j["iteration_time_us"]["corrected_range"] = {NsToUs(a.corrected_lo_ns), NsToUs(a.corrected_hi_ns)};
+  }
   j["timeline"] = a.corrected() ? "corrected" : "traced";
-  j["overhead"] = {{"per_event_ns", a.overhead.per_event_ns},
-                   {"per_api_ns", a.overhead.per_api_ns},
-                   {"events", a.profiler_events.total},
-                   {"source", OverheadSourceName(a.overhead.source)},
-                   {"note", a.overhead.note}};
+  j["overhead"] = OverheadToJson(a);
   json per = json::array();
   double max_err = 0;
   for (size_t i = 0; i < a.measured_times.size(); ++i) {

@@ -2,6 +2,12 @@
 
 #include <algorithm>
 #include <cmath>
+#include <unordered_map>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "emo/base/file.h"
 
 namespace emo::analysis {
 
@@ -12,7 +18,6 @@ std::string_view OverheadSourceName(OverheadSource s) {
     case OverheadSource::kOff: return "off";
     case OverheadSource::kStepTime: return "step-time";
     case OverheadSource::kCalibration: return "calibration";
-    case OverheadSource::kTraceEstimate: return "trace-estimate";
   }
   return "?";
 }
@@ -37,6 +42,202 @@ ProfilerEventCounts CountProfilerEvents(const graph::Graph& g) {
   return c;
 }
 
+bool IsGaugeOperator(std::string_view name) { return name == "aten::empty" || name == "aten::empty_strided"; }
+bool IsGaugeApiCall(std::string_view name) {
+  return name == "cudaLaunchKernel" || name == "cuLaunchKernelEx" || name == "cudaMemsetAsync";
+}
+
+namespace {
+
+double Median(std::vector<double>& v) {
+  if (v.empty()) return 0;
+  auto mid = v.begin() + static_cast<std::ptrdiff_t>(v.size() / 2);
+  std::nth_element(v.begin(), mid, v.end());
+  if (v.size() % 2 == 1) return *mid;
+  return 0.5 * (*mid + *std::max_element(v.begin(), mid));
+}
+
+// The recorded CPU events of one iteration on one thread that the gauge reads.
+struct Unit {
+  std::vector<std::pair<trace::StringId, double>> leaf;   // leaf operators: name, duration (ns)
+  std::vector<std::pair<trace::StringId, double>> fixed;  // fixed-cost events
+};
+
+// Units indexed [iteration][thread]. An event belongs to the iteration whose annotation
+// window contains its start (any thread). A leaf operator is a cpu_op with no other recorded
+// CPU event nested in it on its thread.
+std::vector<std::vector<Unit>> GaugeUnits(const graph::Graph& g, const IterationMap& it) {
+  const auto& t = g.trace();
+  const auto& cpu = t.cpu;
+  const size_t threads = t.threads.size();
+  std::vector<std::vector<Unit>> units(it.iterations.size(), std::vector<Unit>(threads));
+  std::vector<bool> has_child(cpu.size(), false);
+  std::vector<std::vector<uint32_t>> stack(threads);
+  for (uint32_t e = 0; e < cpu.size(); ++e) {  // sorted by (start, -duration)
+    auto& s = stack[cpu.thread[e].value()];
+    while (!s.empty() && cpu.end[s.back()] <= cpu.start[e]) s.pop_back();
+    if (!s.empty()) has_child[s.back()] = true;
+    s.push_back(e);
+  }
+  std::vector<TimeNs> starts;
+  for (const auto& i : it.iterations) starts.push_back(i.start);
+  for (uint32_t e = 0; e < cpu.size(); ++e) {
+    auto pos = std::upper_bound(starts.begin(), starts.end(), cpu.start[e]);
+    if (pos == starts.begin()) continue;
+    const size_t i = static_cast<size_t>(pos - starts.begin()) - 1;
+    if (cpu.start[e] >= it.iterations[i].end) continue;
+    const std::string_view name = t.Name(cpu.name[e]);
+    const auto dur = static_cast<double>(cpu.end[e] - cpu.start[e]);
+    Unit& u = units[i][cpu.thread[e].value()];
+    const bool api = cpu.kind[e] == trace::CpuKind::kRuntime || cpu.kind[e] == trace::CpuKind::kDriver;
+    if (cpu.kind[e] == trace::CpuKind::kOp && !has_child[e]) {
+      u.leaf.emplace_back(cpu.name[e], dur);
+      if (IsGaugeOperator(name)) u.fixed.emplace_back(cpu.name[e], dur);
+    } else if (api && IsGaugeApiCall(name)) {
+      u.fixed.emplace_back(cpu.name[e], dur);
+    }
+  }
+  return units;
+}
+
+constexpr size_t kMinEvents = 20;  // a unit needs this many events for a gauge of its own
+
+// Sum of durations and of reference durations over the fixed-cost events with a reference.
+std::pair<double, double> FixedCostSums(const Unit& u, const trace::Trace& t,
+                                        const std::map<std::string, double>& ref, size_t* count) {
+  double dur = 0, refsum = 0;
+  size_t k = 0;
+  for (const auto& [name, d] : u.fixed) {
+    auto r = ref.find(std::string(t.Name(name)));
+    if (r == ref.end()) continue;
+    dur += d;
+    refsum += r->second;
+    ++k;
+  }
+  if (count) *count = k;
+  return {dur, refsum};
+}
+
+}  // namespace
+
+std::map<std::string, double> GaugeReference(const std::vector<const graph::Graph*>& graphs,
+                                             const std::vector<const IterationMap*>& iterations) {
+  std::map<std::string, std::vector<double>> all;
+  for (size_t k = 0; k < graphs.size(); ++k) {
+    const auto& t = graphs[k]->trace();
+    for (const auto& row : GaugeUnits(*graphs[k], *iterations[k])) {
+      for (const auto& u : row) {
+        for (const auto& [name, d] : u.fixed) all[std::string(t.Name(name))].push_back(d);
+      }
+    }
+  }
+  std::map<std::string, double> ref;
+  for (auto& [name, v] : all) ref[name] = Median(v);
+  return ref;
+}
+
+SpeedGauge MeasureSpeedGauge(const graph::Graph& g, const IterationMap& it, size_t steady,
+                             const std::map<std::string, double>& reference_ns) {
+  const auto& t = g.trace();
+  const auto units = GaugeUnits(g, it);
+  const size_t threads = t.threads.size();
+  SpeedGauge out;
+  if (units.empty()) return out;
+
+  // Relative speed of each unit inside its own trace: its leaf operators against their
+  // medians over the iterations after the first (the first one warms up).
+  std::unordered_map<uint32_t, std::vector<double>> by_name;
+  for (size_t i = 1; i < units.size(); ++i) {
+    for (const auto& u : units[i]) {
+      for (const auto& [name, d] : u.leaf) by_name[name.value()].push_back(d);
+    }
+  }
+  std::unordered_map<uint32_t, double> median;
+  for (auto& [name, v] : by_name) median[name] = Median(v);
+  std::vector<std::vector<double>> relative(units.size(), std::vector<double>(threads, 0.0));
+  for (size_t i = 0; i < units.size(); ++i) {
+    for (size_t th = 0; th < threads; ++th) {
+      double dur = 0, typical = 0;
+      size_t k = 0;
+      for (const auto& [name, d] : units[i][th].leaf) {
+        auto m = median.find(name.value());
+        if (m == median.end() || m->second <= 0) continue;
+        dur += d;
+        typical += m->second;
+        ++k;
+      }
+      if (k >= kMinEvents && typical > 0) relative[i][th] = dur / typical;
+    }
+  }
+  // The trace's absolute speed: its fixed-cost events against the reference at relative
+  // speed 1.
+  double num = 0, den = 0, plain_num = 0, plain_den = 0;
+  for (size_t i = 1; i < units.size(); ++i) {
+    for (size_t th = 0; th < threads; ++th) {
+      size_t k = 0;
+      const auto [dur, ref] = FixedCostSums(units[i][th], t, reference_ns, &k);
+      out.gauge_events += k;
+      plain_num += dur;
+      plain_den += ref;
+      if (relative[i][th] > 0) {
+        num += dur;
+        den += ref * relative[i][th];
+      }
+    }
+  }
+  const double absolute = den > 0 ? num / den : 0;
+
+  // Gauges of the steady iteration's threads; a thread too quiet for one takes the others'.
+  const auto& n = g.nodes();
+  const auto traced = MeasuredDurations(g);
+  std::vector<TimeNs> busy(threads, 0);
+  for (uint32_t v = 0; v < n.size(); ++v) {
+    if (n.kind[v] == NodeKind::kGpuOp || it.node_iteration[v] != static_cast<int32_t>(steady)) continue;
+    busy[n.resource[v]] += traced[v];
+  }
+  for (size_t th = 0; th < threads; ++th) {
+    const Unit& u = units[steady][th];
+    out.leaf_ops += u.leaf.size();
+    if (busy[th] <= 0 && u.leaf.empty() && u.fixed.empty()) continue;
+    ThreadGauge tg{static_cast<uint32_t>(th), busy[th], 0.0};
+    size_t k = 0;
+    const auto [dur, ref] = FixedCostSums(u, t, reference_ns, &k);
+    if (absolute > 0 && relative[steady][th] > 0) {
+      tg.gauge = absolute * relative[steady][th];
+    } else if (k >= kMinEvents && ref > 0) {
+      tg.gauge = dur / ref;
+    }
+    out.threads.push_back(tg);
+  }
+  double known_busy = 0, known_scaled = 0, all_busy = 0;
+  for (const auto& tg : out.threads) {
+    all_busy += static_cast<double>(tg.busy_ns);
+    if (tg.gauge > 0) {
+      known_busy += static_cast<double>(tg.busy_ns);
+      known_scaled += static_cast<double>(tg.busy_ns) / tg.gauge;
+    }
+  }
+  double fallback = 0;
+  if (known_scaled > 0) {
+    fallback = known_busy / known_scaled;
+  } else if (plain_den > 0) {
+    fallback = plain_num / plain_den;
+  }
+  if (fallback <= 0 || all_busy <= 0) return out;  // nothing to read: slowdown 1, unmeasured
+  double scaled = 0;
+  for (const auto& tg : out.threads) scaled += static_cast<double>(tg.busy_ns) / (tg.gauge > 0 ? tg.gauge : fallback);
+  out.slowdown = all_busy / scaled;
+  out.measured = true;
+  return out;
+}
+
+double SpeedGauge::Density() const {
+  double busy = 0;
+  for (const auto& t : threads) busy += static_cast<double>(t.busy_ns);
+  const double reference_ms = busy * b() / 1e6;
+  return reference_ms > 0 ? static_cast<double>(leaf_ops) / reference_ms : 0.0;
+}
+
 TimeNs ApiCallFloorNs(std::string_view name, TimeNs traced, double floor_fraction) {
   auto has = [&](std::string_view part) { return name.find(part) != std::string_view::npos; };
   TimeNs floor = static_cast<TimeNs>(floor_fraction * static_cast<double>(traced));
@@ -55,126 +256,169 @@ TimeNs ApiCallFloorNs(std::string_view name, TimeNs traced, double floor_fractio
 }
 
 std::vector<TimeNs> CorrectedDurations(const graph::Graph& g, const std::vector<TimeNs>& traced,
-                                       const ProfilerEventCounts& counts, const OverheadModel& m) {
+                                       double cpu_scale, double floor_fraction) {
   std::vector<TimeNs> d = traced;
-  if (m.per_event_ns <= 0 && m.per_api_ns <= 0) return d;
+  if (cpu_scale == 1.0) return d;
   const auto& n = g.nodes();
   const auto& t = g.trace();
   for (uint32_t v = 0; v < n.size(); ++v) {
-    if (n.kind[v] == NodeKind::kGpuOp || counts.per_node[v] == 0) continue;
-    if (n.kind[v] == NodeKind::kApiCall) {
-      const TimeNs floor = ApiCallFloorNs(t.Name(t.cpu.name[n.ref[v]]), traced[v], m.floor_fraction);
-      d[v] = std::max(floor, traced[v] - static_cast<TimeNs>(m.per_api_ns));
-      continue;
-    }
-    const double cut = m.per_event_ns * counts.per_node[v];
-    const auto floor = static_cast<TimeNs>(m.floor_fraction * static_cast<double>(traced[v]));
-    d[v] = std::max(floor, static_cast<TimeNs>(std::llround(static_cast<double>(traced[v]) - cut)));
+    if (n.kind[v] == NodeKind::kGpuOp) continue;
+    const auto scaled = static_cast<TimeNs>(std::llround(cpu_scale * static_cast<double>(traced[v])));
+    TimeNs floor = static_cast<TimeNs>(floor_fraction * static_cast<double>(traced[v]));
+    if (n.kind[v] == NodeKind::kApiCall) floor = ApiCallFloorNs(t.Name(t.cpu.name[n.ref[v]]), traced[v], floor_fraction);
+    d[v] = cpu_scale > 1.0 ? scaled : std::max(floor, scaled);
   }
   return d;
 }
 
 TimeNs CorrectedIterationTime(const graph::Graph& g, const IterationMap& it, size_t steady,
-                              const std::vector<TimeNs>& traced, const ProfilerEventCounts& counts,
-                              const OverheadModel& m) {
-  auto d = CorrectedDurations(g, traced, counts, m);
+                              const std::vector<TimeNs>& traced, double cpu_scale) {
+  const OverheadModel defaults;
+  auto d = CorrectedDurations(g, traced, cpu_scale, defaults.floor_fraction);
   return IterationTimes(g, it, Replay(g, d))[steady];
 }
 
-OverheadModel EstimateFromTrace(const graph::Graph& g, bool record_shapes) {
-  const auto& t = g.trace();
-  // Consecutive top-level-or-not cpu_op starts on one thread: the smallest spacings are
-  // trivial ops back to back, whose real cost is well under a microsecond.
-  std::vector<std::vector<TimeNs>> starts(t.threads.size());
-  for (uint32_t i = 0; i < t.cpu.size(); ++i) {
-    if (t.cpu.kind[i] == trace::CpuKind::kOp) starts[t.cpu.thread[i].value()].push_back(t.cpu.start[i]);
+double FitCpuScale(const graph::Graph& g, const IterationMap& it, size_t steady,
+                   const std::vector<TimeNs>& traced, TimeNs unprofiled_ns) {
+  double lo = 0.05, hi = 1.5;
+  if (CorrectedIterationTime(g, it, steady, traced, lo) >= unprofiled_ns) return lo;
+  if (CorrectedIterationTime(g, it, steady, traced, hi) <= unprofiled_ns) return hi;
+  for (int k = 0; k < 40 && hi - lo > 1e-5; ++k) {
+    const double mid = 0.5 * (lo + hi);
+    (CorrectedIterationTime(g, it, steady, traced, mid) < unprofiled_ns ? lo : hi) = mid;
   }
-  std::vector<TimeNs> gaps;
-  for (auto& s : starts) {
-    std::sort(s.begin(), s.end());
-    for (size_t k = 1; k < s.size(); ++k) {
-      if (s[k] > s[k - 1]) gaps.push_back(s[k] - s[k - 1]);
-    }
-  }
+  return 0.5 * (lo + hi);
+}
+
+OverheadModel ModelFromCalibration(const graph::Graph& g, const IterationMap& it, size_t steady,
+                                   bool record_shapes, const OverheadCalibration& c) {
   OverheadModel m;
-  m.source = OverheadSource::kTraceEstimate;
-  if (gaps.size() < 100) {
-    m.note = "too few operators to estimate the profiler's cost; no correction";
+  m.source = OverheadSource::kCalibration;
+  m.ratio = c.Ratio(record_shapes);
+  const char* config = record_shapes ? "record_shapes" : "light-profiler";
+  if (m.ratio <= 0) {
+    m.source = OverheadSource::kOff;
+    m.note = std::string(c.source) + " has no " + config + " ratio; no correction (pass --step-time)";
     return m;
   }
-  auto p10 = gaps.begin() + static_cast<std::ptrdiff_t>(gaps.size() / 10);
-  std::nth_element(gaps.begin(), p10, gaps.end());
-  // One operator start to the next covers one event's cost plus the op's own work (assumed
-  // 0.3 us for a trivial op: an unprofiled aten::empty/detach costs a few hundred ns).
-  constexpr double kTrivialOpNs = 300;
-  m.per_event_ns = std::max(0.0, static_cast<double>(*p10) - kTrivialOpNs);
-  m.note = record_shapes ? "estimated from operator spacing (record_shapes on); uncertain, pass --step-time to calibrate"
-                         : "estimated from operator spacing; uncertain, pass --step-time to calibrate";
+  m.gauge = MeasureSpeedGauge(g, it, steady, c.reference_ns);
+  m.cpu_scale = m.ratio * m.gauge.b();
+  m.band_lo = 0.55;
+  m.band_hi = 1.25;
+  if (!m.gauge.measured) {
+    m.confidence = "low";
+    m.note = std::string(c.source) + " " + config +
+             " calibration; the trace has no fixed-cost events (aten::empty, kernel launches) to gauge "
+             "its CPU speed, so the traced speed is taken as the reference: pass --step-time";
+    return m;
+  }
+  const double density = m.gauge.Density();
+  constexpr double kTolerance = 1.25;
+  if (c.density_hi > 0 && (density < c.density_lo / kTolerance || density > c.density_hi * kTolerance)) {
+    m.confidence = "low";
+    m.note = fmt::format(
+        "{} {} calibration, CPU speed gauge; this loop records {:.0f} leaf operators per ms of CPU time "
+        "at the reference speed, the calibration's loops {:.0f}-{:.0f}: its ratio may not transfer (on our "
+        "H200, loops outside the range were off by 14-72 %, BENCHMARKS.md): pass --step-time",
+        c.source, config, density, c.density_lo, c.density_hi);
+    return m;
+  }
+  m.confidence = "medium";
+  m.band_lo = 0.85;
+  m.band_hi = 1.15;
+  m.note = fmt::format(
+      "{} {} calibration, CPU speed gauge (leaf-operator density {:.0f}/ms, inside the calibration's "
+      "{:.0f}-{:.0f}); leave-one-workload-out on our H200 training loops within 10 %: pass --step-time "
+      "for a calibrated run",
+      c.source, config, density, c.density_lo, c.density_hi);
   return m;
 }
 
-OverheadModel FitOverhead(const std::vector<CalibrationSample>& samples, const OverheadModel& base) {
-  auto loss = [&](double per_event, double per_api) {
-    OverheadModel m = base;
-    m.per_event_ns = per_event;
-    m.per_api_ns = per_api;
+double FitRatio(const std::vector<CalibrationSample>& samples) {
+  auto loss = [&](double ratio) {
     double sum = 0;
     for (const auto& s : samples) {
-      const TimeNs c = CorrectedIterationTime(*s.graph, *s.iterations, s.steady, *s.traced, *s.counts, m);
+      const TimeNs c = CorrectedIterationTime(*s.graph, *s.iterations, s.steady, *s.traced, ratio * s.b);
       const double r = std::log(static_cast<double>(std::max<TimeNs>(1, c)) / static_cast<double>(s.unprofiled_ns));
       sum += r * r;
     }
     return sum;
   };
-  const bool fit_api = samples.size() > 1;
-  // Coarse grid, then a finer one around the best point. Ties go to the smaller costs (the
-  // loss is flat once a run becomes GPU-bound).
-  double best_e = 0, best_a = fit_api ? 0 : base.per_api_ns, best = loss(best_e, best_a);
-  auto scan = [&](double e_lo, double e_hi, double e_step, double a_lo, double a_hi, double a_step) {
-    for (double a = a_lo; a <= a_hi + 1e-9; a += a_step) {
-      for (double e = e_lo; e <= e_hi + 1e-9; e += e_step) {
-        const double l = loss(e, a);
-        if (l < best - 1e-12) {
-          best = l;
-          best_e = e;
-          best_a = a;
-        }
+  double best_ratio = 0.2, best = loss(best_ratio);
+  auto scan = [&](double lo, double hi, double step) {
+    const int steps = static_cast<int>(std::lround((hi - lo) / step));
+    for (int k = 0; k <= steps; ++k) {
+      const double ratio = lo + step * k;
+      const double l = loss(ratio);
+      if (l < best - 1e-12) {
+        best = l;
+        best_ratio = ratio;
       }
-      if (!fit_api) break;
     }
   };
-  if (fit_api) {
-    scan(0, 10000, 1000, 0, 10000, 2000);
-    scan(std::max(0.0, best_e - 1000), best_e + 1000, 200, std::max(0.0, best_a - 2000), best_a + 2000, 500);
-  } else {
-    scan(0, 20000, 500, best_a, best_a, 1);
-    scan(std::max(0.0, best_e - 500), best_e + 500, 50, best_a, best_a, 1);
-  }
-  OverheadModel m = base;
-  m.per_event_ns = best_e;
-  m.per_api_ns = best_a;
-  return m;
+  scan(0.2, 1.5, 0.01);
+  scan(std::max(0.2, best_ratio - 0.01), best_ratio + 0.01, 0.00025);
+  return best_ratio;
 }
 
-OverheadModel ShippedCalibration(bool record_shapes) {
-  // Fitted with `emo calibrate-overhead` on the six traces of one configuration in
-  // ../shared/traces/h200/overhead (gpt_train, resnet_train, multistream x sync/async) against
-  // truth.json's unprofiled medians (BENCHMARKS.md, Order 2). Leave-one-workload-out errors
-  // reach 68 %: the correction is a rough prior; --step-time calibrates it per run.
-  OverheadModel m;
-  m.source = OverheadSource::kCalibration;
-  if (record_shapes) {
-    m.per_event_ns = 8800;
-    m.per_api_ns = 9000;
-    m.note = "h200/torch-2.11 record_shapes calibration; uncertain (up to 68 % off on held-out workloads): "
-             "pass --step-time for a calibrated run";
-  } else {
-    m.per_event_ns = 3200;
-    m.per_api_ns = 12000;
-    m.note = "h200/torch-2.11 light-profiler calibration; uncertain (up to 27 % off on held-out workloads): "
-             "pass --step-time for a calibrated run";
+OverheadCalibration ShippedCalibration() {
+  // `emo calibrate-overhead` on the twelve traces of ../shared/traces/h200/overhead (gpt_train,
+  // resnet_train, multistream x sync/async x light/shapes) against truth.json's unprofiled
+  // medians (BENCHMARKS.md, Order 2, has the command and the leave-one-workload-out scores).
+  OverheadCalibration c;
+  c.reference_ns = {{"aten::empty", 5093.0},
+                    {"aten::empty_strided", 5949.5},
+                    {"cudaLaunchKernel", 7322.0},
+                    {"cuLaunchKernelEx", 8198.5},
+                    {"cudaMemsetAsync", 5886.0}};
+  c.ratio_light = 0.63975;
+  c.ratio_shapes = 0.588;
+  c.density_lo = 23.47;  // resnet_train_sync_shapes
+  c.density_hi = 36.35;  // gpt_train_async_light
+  c.source = "shipped h200/torch-2.11";
+  return c;
+}
+
+std::string CalibrationToJsonText(const OverheadCalibration& c) {
+  nlohmann::json j;
+  j["format"] = "emo-overhead-calibration-1";
+  j["reference_ns"] = c.reference_ns;
+  j["ratio"] = {{"light", c.ratio_light}, {"shapes", c.ratio_shapes}};
+  j["leaf_ops_per_ms"] = {c.density_lo, c.density_hi};
+  return j.dump(2) + "\n";
+}
+
+Result<OverheadCalibration> LoadOverheadCalibration(const std::string& path) {
+  EMO_ASSIGN_OR_RETURN(std::string text, ReadFileMaybeGzip(path));
+  const auto j = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
+  auto bad = [&](const std::string& why) {
+    return ParseError(path + ": not an overhead calibration (" + why + "); write one with `emo calibrate-overhead --json`");
+  };
+  if (j.is_discarded() || !j.is_object()) return bad("not a JSON object");
+  if (j.value("format", "") != "emo-overhead-calibration-1") return bad("\"format\" is not emo-overhead-calibration-1");
+  if (!j.contains("reference_ns") || !j["reference_ns"].is_object()) return bad("no \"reference_ns\" object");
+  if (!j.contains("ratio") || !j["ratio"].is_object()) return bad("no \"ratio\" object");
+  OverheadCalibration c;
+  for (const auto& [name, v] : j["reference_ns"].items()) {
+    if (!v.is_number() || v.get<double>() <= 0) return bad("reference_ns." + name + " is not a positive number");
+    c.reference_ns[name] = v.get<double>();
   }
-  return m;
+  for (const char* key : {"light", "shapes"}) {
+    const auto& v = j["ratio"].value(key, nlohmann::json(0.0));
+    if (!v.is_number() || v.get<double>() < 0) return bad(std::string("ratio.") + key + " is not a number >= 0");
+    (std::string(key) == "light" ? c.ratio_light : c.ratio_shapes) = v.get<double>();
+  }
+  if (j.contains("leaf_ops_per_ms")) {
+    const auto& d = j["leaf_ops_per_ms"];
+    if (!d.is_array() || d.size() != 2 || !d[0].is_number() || !d[1].is_number() || d[0].get<double>() < 0 ||
+        d[1].get<double>() < d[0].get<double>()) {
+      return bad("leaf_ops_per_ms is not a range [lo, hi]");
+    }
+    c.density_lo = d[0].get<double>();
+    c.density_hi = d[1].get<double>();
+  }
+  c.source = path;
+  return c;
 }
 
 }  // namespace emo::analysis

@@ -96,21 +96,54 @@ TEST(CliTest, OptimizeWritesTheContractFields) {
   EXPECT_GT(j["pack_graph"]["plan"]["time_us"].get<double>(), 0.0);
 }
 
-// The costs calibrate-overhead fits, given to analyze, reproduce the corrected time the fit
-// reported (both start from the traced durations, not from an already corrected timeline).
+// The calibration calibrate-overhead writes, given to analyze, reproduces the corrected time
+// the fit reported (both start from the traced durations, not from an already corrected
+// timeline); --step-time on analyze hits the measured time.
 TEST(CliTest, CalibratedOverheadReproducesInAnalyze) {
-  const std::string trace = EMO_SOURCE_DIR "/data/h200_heldout/mlp_small_train_sync_light.json.gz";
-  const auto fit = EmoJson("calibrate-overhead " + trace + " --step-time 8.29", "calibrate");
+  const std::string dir = EMO_SOURCE_DIR "/data/h200_heldout/";
+  const std::string light = dir + "mlp_small_train_sync_light.json.gz", shapes = dir + "mlp_small_train_sync_shapes.json.gz";
+  const auto cal = (std::filesystem::temp_directory_path() / "emo_cli_test_overhead_calibration.json").string();
+  const auto fit = EmoJson("calibrate-overhead " + light + " " + shapes + " --step-time 8.29 8.29 --out " + cal, "calibrate");
   ASSERT_TRUE(fit.is_object());
-  const double per_event = fit["per_event_ns"].get<double>(), per_api = fit["per_api_ns"].get<double>();
-  EXPECT_GT(per_event, 0.0);
-  const double fitted_us = fit["traces"][0]["corrected_us_joint"].get<double>();
-  EXPECT_NEAR(fitted_us, 8290.0, 0.1 * 8290.0);
-  const auto a = EmoJson("analyze " + trace + " --overhead-ns " + std::to_string(per_event) + " --overhead-api-ns " +
-                             std::to_string(per_api),
-                         "analyze_calibrated");
-  ASSERT_TRUE(a.is_object());
-  EXPECT_NEAR(a["iteration_time_us"]["corrected"].get<double>(), fitted_us, 1.0);
+  EXPECT_EQ(fit["format"], "emo-overhead-calibration-1");
+  EXPECT_GT(fit["ratio"]["light"].get<double>(), 0.0);
+  EXPECT_GT(fit["ratio"]["shapes"].get<double>(), 0.0);
+  for (size_t i = 0; i < 2; ++i) {
+    const auto& t = fit["traces"][i];
+    const double fitted_us = t["corrected_us"].get<double>();
+    EXPECT_NEAR(fitted_us, 8290.0, 0.02 * 8290.0);  // one trace per ratio: fitted exactly
+    const auto a = EmoJson("analyze " + t["trace"].get<std::string>() + " --overhead-calibration " + cal,
+                           "analyze_calibrated");
+    ASSERT_TRUE(a.is_object());
+    EXPECT_NEAR(a["iteration_time_us"]["corrected"].get<double>(), fitted_us, 1.0);
+    EXPECT_EQ(a["overhead"]["source"], "calibration");
+    EXPECT_NEAR(a["overhead"]["cpu_scale"].get<double>(), t["cpu_scale"].get<double>(), 1e-9);
+  }
+  std::filesystem::remove(cal);
+
+  const auto s = EmoJson("analyze " + light + " --step-time 8.29", "analyze_step_time");
+  ASSERT_TRUE(s.is_object());
+  EXPECT_NEAR(s["iteration_time_us"]["corrected"].get<double>(), 8290.0, 0.005 * 8290.0);
+  EXPECT_EQ(s["overhead"]["source"], "step-time");
+  EXPECT_EQ(s["overhead"]["confidence"], "high");
+}
+
+// The shipped calibration marks how far to trust it: a loop unlike the ones it was fitted on
+// (here inference: many more operators per ms of CPU time) gets a low confidence and a range
+// around the corrected time.
+TEST(CliTest, OverheadCorrectionSaysHowSureItIs) {
+  const auto j = EmoJson("analyze " + kHeldout, "analyze_confidence");
+  ASSERT_TRUE(j.is_object());
+  const auto& o = j["overhead"];
+  EXPECT_EQ(o["confidence"], "low") << o.dump();
+  for (const char* k : {"per_event_ns", "events", "source", "cpu_scale", "note"}) EXPECT_TRUE(o.contains(k)) << k;
+  const auto& it = j["iteration_time_us"];
+  const double lo = it["corrected_range"][0].get<double>(), hi = it["corrected_range"][1].get<double>();
+  EXPECT_LT(lo, it["corrected"].get<double>());
+  EXPECT_GT(hi, it["corrected"].get<double>());
+  const auto bad = Emo("analyze " + kHeldout + " --overhead-calibration " + kHeldout);
+  EXPECT_NE(bad.exit_code, 0);
+  EXPECT_NE(bad.out.find("not an overhead calibration"), std::string::npos) << bad.out;
 }
 
 TEST(CliTest, ErrorsNameTheFileAndFail) {

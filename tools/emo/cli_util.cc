@@ -22,22 +22,20 @@ void AddOverheadFlags(CLI::App* cmd, OverheadFlags& flags) {
                   "traces; GPU durations are kept); off: use the traced timeline as it is")
       ->check(CLI::IsMember({"auto", "off"}));
   cmd->add_option("--step-time", flags.step_time_ms,
-                  "Measured step time of the same loop without the profiler (ms): calibrates the correction")
+                  "Measured step time of the same loop without the profiler (ms): fits the CPU scale\n"
+                  "of this trace to it (the accurate path)")
       ->check(CLI::PositiveNumber);
-  cmd->add_option("--overhead-ns", flags.per_event_ns,
-                  "Profiler cost per recorded operator event (ns), e.g. from `emo calibrate-overhead`")
-      ->check(CLI::NonNegativeNumber);
-  cmd->add_option("--overhead-api-ns", flags.per_api_ns,
-                  "Profiler cost per recorded CUDA API call (ns), e.g. from `emo calibrate-overhead`")
-      ->check(CLI::NonNegativeNumber);
+  cmd->add_option("--overhead-calibration", flags.calibration,
+                  "Calibration file written by `emo calibrate-overhead --json` (default: the shipped\n"
+                  "H200 / PyTorch 2.11 calibration)")
+      ->check(CLI::ExistingFile);
 }
 
 analysis::OverheadOptions ToOverheadOptions(const OverheadFlags& flags) {
   analysis::OverheadOptions o;
   o.mode = flags.mode == "off" ? analysis::OverheadOptions::Mode::kOff : analysis::OverheadOptions::Mode::kAuto;
   o.step_time_ns = flags.step_time_ms > 0 ? static_cast<TimeNs>(flags.step_time_ms * 1e6) : -1;
-  o.per_event_ns = flags.per_event_ns;
-  o.per_api_ns = flags.per_api_ns;
+  o.calibration_path = flags.calibration;
   return o;
 }
 

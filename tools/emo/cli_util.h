@@ -18,12 +18,11 @@ int Fail(const char* command, const Status& status);
 Status WriteJson(const std::string& path, const nlohmann::json& j);
 
 // Profiler-overhead flags shared by analyze, whatif and optimize:
-// --correct-overhead auto|off, --step-time MS, --overhead-ns NS.
+// --correct-overhead auto|off, --step-time MS, --overhead-calibration FILE.
 struct OverheadFlags {
   std::string mode = "auto";
   double step_time_ms = -1;
-  double per_event_ns = -1;
-  double per_api_ns = -1;
+  std::string calibration;
 };
 void AddOverheadFlags(CLI::App* cmd, OverheadFlags& flags);
 analysis::OverheadOptions ToOverheadOptions(const OverheadFlags& flags);

@@ -51,9 +51,11 @@ void PrintSummary(const analysis::TraceAnalysis& a) {
   fmt::print("  iteration time    measured {:.1f} us, replayed {:.1f} us, error {:.3f} %\n",
              NsToUs(a.measured_ns()), NsToUs(a.replayed_ns()), a.replay_error_pct());
   if (a.corrected()) {
-    fmt::print("  corrected         {:.1f} us without the profiler's overhead ({:.0f} ns x {:.0f} events; {}: {})\n",
-               NsToUs(a.timeline_ns()), a.overhead.per_event_ns, a.profiler_events.total,
-               analysis::OverheadSourceName(a.overhead.source), a.overhead.note);
+    const auto& o = a.overhead;
+    fmt::print("  corrected         {:.1f} us without the profiler's overhead (CPU time x {:.3f}; traced CPU "
+               "{:.2f}x slower than the reference; confidence {}; {}: {})\n",
+               NsToUs(a.timeline_ns()), o.cpu_scale, o.gauge.slowdown, o.confidence,
+               analysis::OverheadSourceName(o.source), o.note);
   }
   const auto& cp = a.steady_path;
   auto pct = [&](analysis::PathCategory c) { return 100.0 * cp.Share(c); };

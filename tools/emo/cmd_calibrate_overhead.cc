@@ -1,5 +1,6 @@
-// emo calibrate-overhead: fit the profiler's cost per recorded event from traced runs and
-// their measured unprofiled step times.
+// emo calibrate-overhead: fit the profiler-overhead calibration (the gauge's reference table
+// and the ratio per profiler configuration) from traced runs and their measured unprofiled
+// step times.
 #include <fmt/format.h>
 
 #include <nlohmann/json.hpp>
@@ -8,6 +9,7 @@
 #include "commands.h"
 #include "emo/analysis/analyze.h"
 #include "emo/analysis/overhead.h"
+#include "emo/base/file.h"
 
 namespace emo::cli {
 namespace {
@@ -16,7 +18,9 @@ struct CalibrateArgs {
   std::vector<std::string> traces;
   std::vector<double> step_ms;
   std::string iteration;
+  std::string reference_from;  // calibration file whose reference table to keep
   std::string json;
+  std::string out;
 };
 
 int RunCalibrate(const CalibrateArgs& args) {
@@ -28,6 +32,7 @@ int RunCalibrate(const CalibrateArgs& args) {
   }
   analysis::AnalyzeOptions options;
   options.iteration_regex = args.iteration;
+  options.overhead.mode = analysis::OverheadOptions::Mode::kOff;  // fit on the traced durations
   std::vector<analysis::TraceAnalysis> all;
   for (const auto& p : args.traces) {
     fmt::print(stderr, "emo calibrate-overhead: reading {} ...\n", p);
@@ -35,45 +40,79 @@ int RunCalibrate(const CalibrateArgs& args) {
     if (!a.ok()) return Fail("calibrate-overhead", a.status());
     all.push_back(std::move(a).value());
   }
-  analysis::OverheadModel base;
-  std::vector<analysis::CalibrationSample> samples;
+  analysis::OverheadCalibration cal;
+  if (!args.reference_from.empty()) {
+    auto c = analysis::LoadOverheadCalibration(args.reference_from);
+    if (!c.ok()) return Fail("calibrate-overhead", c.status());
+    cal.reference_ns = c->reference_ns;
+  } else {
+    std::vector<const graph::Graph*> graphs;
+    std::vector<const analysis::IterationMap*> its;
+    for (const auto& a : all) {
+      graphs.push_back(a.graph.get());
+      its.push_back(&a.iterations);
+    }
+    cal.reference_ns = analysis::GaugeReference(graphs, its);
+  }
+  std::vector<analysis::CalibrationSample> light, shapes;
+  std::vector<analysis::SpeedGauge> gauges;
+  for (size_t i = 0; i < all.size(); ++i) {
+    const auto& a = all[i];
+    gauges.push_back(analysis::MeasureSpeedGauge(*a.graph, a.iterations, a.steady, cal.reference_ns));
+    analysis::CalibrationSample s{a.graph.get(), &a.iterations, a.steady, &a.traced_durations, gauges.back().b(),
+                                  static_cast<TimeNs>(args.step_ms[i] * 1e6)};
+    (a.trace->meta.record_shapes ? shapes : light).push_back(s);
+  }
+  if (!light.empty()) cal.ratio_light = analysis::FitRatio(light);
+  if (!shapes.empty()) cal.ratio_shapes = analysis::FitRatio(shapes);
+
+  // The kind of loop the calibration has seen: leaf-operator densities of the traces whose
+  // time the CPU sets (a trace whose own fitted scale hits a bound is GPU-bound or odd).
+  std::vector<double> own(all.size());
+  for (size_t i = 0; i < all.size(); ++i) {
+    const auto& a = all[i];
+    own[i] = analysis::FitCpuScale(*a.graph, a.iterations, a.steady, a.traced_durations,
+                                   static_cast<TimeNs>(args.step_ms[i] * 1e6));
+    if (own[i] <= 0.05 || own[i] >= 1.5) continue;
+    const double d = gauges[i].Density();
+    cal.density_lo = cal.density_hi > 0 ? std::min(cal.density_lo, d) : d;
+    cal.density_hi = std::max(cal.density_hi, d);
+  }
   nlohmann::json per = nlohmann::json::array();
   for (size_t i = 0; i < all.size(); ++i) {
     const auto& a = all[i];
+    const bool rs = a.trace->meta.record_shapes;
+    const double scale = cal.Ratio(rs) * gauges[i].b();
+    const TimeNs c = analysis::CorrectedIterationTime(*a.graph, a.iterations, a.steady, a.traced_durations, scale);
     const auto truth = static_cast<TimeNs>(args.step_ms[i] * 1e6);
-    // Fit on the traced durations (a.durations may already carry the shipped correction).
-    analysis::CalibrationSample s{a.graph.get(), &a.iterations, a.steady, &a.traced_durations, &a.profiler_events, truth};
-    samples.push_back(s);
     per.push_back({{"trace", a.trace->meta.source_path},
-                   {"record_shapes", a.trace->meta.record_shapes},
+                   {"record_shapes", rs},
                    {"traced_us", NsToUs(a.measured_ns())},
                    {"unprofiled_us", NsToUs(truth)},
-                   {"events_per_iteration", a.profiler_events.total / static_cast<double>(a.iterations.iterations.size())},
-                   {"events_total", a.profiler_events.total}});
+                   {"cpu_slowdown", gauges[i].slowdown},
+                   {"cpu_scale", scale},
+                   {"corrected_us", NsToUs(c)},
+                   {"error_pct", 100.0 * (static_cast<double>(c) / static_cast<double>(truth) - 1.0)},
+                   {"leaf_ops_per_ms", gauges[i].Density()},
+                   {"own_cpu_scale", own[i]}});
   }
-  analysis::OverheadModel joint = analysis::FitOverhead(samples, base);
-  base = joint;
-  for (size_t i = 0; i < all.size(); ++i) {
-    const auto& a = all[i];
-    const TimeNs c = analysis::CorrectedIterationTime(*a.graph, a.iterations, a.steady, a.traced_durations, a.profiler_events, base);
-    per[i]["corrected_us_joint"] = NsToUs(c);
-    per[i]["error_pct_joint"] = 100.0 * (static_cast<double>(c) / (args.step_ms[i] * 1e6) - 1.0);
-  }
-  for (size_t i = 0; i < all.size(); ++i) {
-    // Each trace's own per-operator cost with the joint per-API cost: spread = transferability.
-    per[i]["own_fit_per_event_ns"] = analysis::FitOverhead({samples[i]}, joint).per_event_ns;
-  }
-  nlohmann::json out = {{"per_event_ns", joint.per_event_ns}, {"per_api_ns", joint.per_api_ns}, {"traces", per}};
+  nlohmann::json out = nlohmann::json::parse(analysis::CalibrationToJsonText(cal));
+  out["traces"] = per;
   if (args.json != "-") {
-    fmt::print("{:<60} {:>10} {:>10} {:>10} {:>9} {:>8}\n", "trace", "traced ms", "true ms", "fit ms", "error %", "own ns");
+    fmt::print("{:<60} {:>10} {:>10} {:>9} {:>10} {:>9} {:>9}\n", "trace", "traced ms", "true ms", "slowdown",
+               "fit ms", "error %", "own scale");
     for (const auto& p : per) {
-      fmt::print("{:<60} {:>10.2f} {:>10.2f} {:>10.2f} {:>+9.1f} {:>8.0f}\n", p["trace"].get<std::string>(),
+      fmt::print("{:<60} {:>10.2f} {:>10.2f} {:>9.3f} {:>10.2f} {:>+9.1f} {:>9.3f}\n", p["trace"].get<std::string>(),
                  p["traced_us"].get<double>() / 1e3, p["unprofiled_us"].get<double>() / 1e3,
-                 p["corrected_us_joint"].get<double>() / 1e3, p["error_pct_joint"].get<double>(),
-                 p["own_fit_per_event_ns"].get<double>());
+                 p["cpu_slowdown"].get<double>(), p["corrected_us"].get<double>() / 1e3, p["error_pct"].get<double>(),
+                 p["own_cpu_scale"].get<double>());
     }
-    fmt::print("joint fit: {:.0f} ns per operator event, {:.0f} ns per API call\n", joint.per_event_ns,
-               joint.per_api_ns);
+    fmt::print("ratio: light {:.4f}, record_shapes {:.4f} (0 = no trace of that configuration)\n", cal.ratio_light,
+               cal.ratio_shapes);
+  }
+  if (!args.out.empty()) {
+    Status st = WriteFile(args.out, analysis::CalibrationToJsonText(cal));
+    if (!st.ok()) return Fail("calibrate-overhead", st);
   }
   Status st = WriteJson(args.json, out);
   return st.ok() ? 0 : Fail("calibrate-overhead", st);
@@ -85,13 +124,21 @@ void SetupCalibrateOverhead(CLI::App& app, int& exit_code) {
   auto args = std::make_shared<CalibrateArgs>();
   CLI::App* cmd = app.add_subcommand(
       "calibrate-overhead",
-      "Fit the PyTorch profiler's cost per recorded event (ns) from traced runs and the step\n"
-      "times of the same loops measured without the profiler. Use the result with\n"
-      "--overhead-ns on analyze/whatif/optimize, or pass --step-time there directly.");
-  cmd->add_option("traces", args->traces, "Traces recorded with one profiler configuration")->required()->check(CLI::ExistingFile);
+      "Fit the profiler-overhead calibration from traced runs and the step times of the same\n"
+      "loops measured without the profiler: the reference durations of the fixed-cost events\n"
+      "the CPU speed gauge reads, and one ratio per profiler configuration (record_shapes on\n"
+      "or off). Pass the file written by --out (or --json) to analyze/whatif/optimize with\n"
+      "--overhead-calibration, or pass --step-time there directly for a single trace.");
+  cmd->add_option("traces", args->traces, "Traced runs (either profiler configuration; each is fitted on its own)")
+      ->required()
+      ->check(CLI::ExistingFile);
   cmd->add_option("--step-time", args->step_ms, "Unprofiled step time (ms) of each trace's loop, in order")->required();
   cmd->add_option("--iteration", args->iteration, "Regex on CPU annotations marking iterations");
-  cmd->add_option("--json", args->json, "Write the JSON result to FILE ('-' = stdout)");
+  cmd->add_option("--reference-from", args->reference_from,
+                  "Keep the reference table of this calibration file and fit only the ratios")
+      ->check(CLI::ExistingFile);
+  cmd->add_option("--out", args->out, "Write the calibration file (for --overhead-calibration) to FILE");
+  cmd->add_option("--json", args->json, "Write the calibration and the per-trace fit to FILE ('-' = stdout)");
   cmd->callback([args, &exit_code] { exit_code = RunCalibrate(*args); });
 }
 

@@ -19,13 +19,12 @@
 
 namespace emo::analysis {
 
-// Profiler-overhead correction: auto = on for PyTorch-profiler traces (shipped calibration
-// for the trace's profiler configuration, or a fit to `step_time_ns` when given).
+// Profiler-overhead correction: auto = on for PyTorch-profiler traces (the CPU speed gauge
+// under a calibration for the trace's profiler configuration, or a fit to `step_time_ns`).
 struct OverheadOptions {
   enum class Mode { kAuto, kOff } mode = Mode::kAuto;
-  TimeNs step_time_ns = -1;     // measured unprofiled step time: fit the per-event cost to it
-  double per_event_ns = -1;     // explicit per-operator-event cost (from calibrate-overhead)
-  double per_api_ns = -1;       // explicit per-API-call cost
+  TimeNs step_time_ns = -1;       // measured unprofiled step time: fit the CPU scale to it
+  std::string calibration_path;   // from `emo calibrate-overhead --json`; "" = shipped
 };
 
 struct AnalyzeOptions {
@@ -51,6 +50,9 @@ struct TraceAnalysis {
   std::vector<TimeNs> durations;  // per node, on that timeline
   Schedule timeline;              // replay of `durations`
   std::vector<TimeNs> timeline_times;  // per iteration
+  // The steady iteration replayed at both ends of the correction's band (equal to the
+  // corrected time when the correction is off or fitted to a measured step time).
+  TimeNs corrected_lo_ns = 0, corrected_hi_ns = 0;
   std::vector<bool> window;       // nodes inside the analysed iterations
   TimeNs horizon = 0;             // end of the last iteration on the timeline
   SlackResult slack;

@@ -1,9 +1,26 @@
-// Undoing the PyTorch profiler's own overhead (issue Order 2): a traced CPU timeline is longer
-// than the real one because the profiler spends time on every event it records (operator
-// enter/exit, runtime call; more with record_shapes). EMO shrinks every CPU node by a cost per
-// recorded event inside it, never below a physical floor, keeps GPU durations, and replays.
+// Undoing the PyTorch profiler's own overhead (issue Order 2).
+//
+// A traced CPU timeline is longer than the real one, and by a varying amount: on our H200 the
+// same loop traces at 1.2-2.2x its unprofiled CPU time, and the factor moves between runs and
+// even between the threads and steps of one run (the CPU runs in a "fast" or a "slow" state
+// while traced). A fixed cost per recorded event cannot follow that; a speed gauge can.
+//
+// The model (bench/research/overhead_gauge.md has the derivation and what else was tried):
+//   * the gauge of a unit (one iteration on one CPU thread) is how slowly the unit ran its
+//     fixed-cost events (aten::empty, aten::empty_strided, kernel launches, memsets) compared
+//     with a reference table of their median traced durations. To be precise it uses every
+//     leaf operator: the unit's leaf operators against their own medians over the trace give
+//     its speed relative to the trace, and the fixed-cost events pin the trace's absolute
+//     speed;
+//   * b = sum(busy / gauge) / sum(busy) over the threads of the steady iteration: the share of
+//     the traced CPU time the same work takes at the reference speed;
+//   * every CPU node's traced duration is scaled by r = ratio x b, where `ratio` (one per
+//     profiler configuration, record_shapes on or off) is the unprofiled CPU time of a loop
+//     as a share of its traced CPU time at the reference speed. GPU durations are kept; the
+//     graph is replayed.
 #pragma once
 
+#include <map>
 #include <string>
 #include <vector>
 
@@ -23,55 +40,109 @@ struct ProfilerEventCounts {
 };
 ProfilerEventCounts CountProfilerEvents(const graph::Graph& g);
 
-// How the per-event cost was obtained.
-enum class OverheadSource { kOff, kStepTime, kCalibration, kTraceEstimate };
+// Whether a fixed-cost event name is part of the gauge: leaf operators aten::empty and
+// aten::empty_strided; runtime/driver calls cudaLaunchKernel, cuLaunchKernelEx, cudaMemsetAsync.
+bool IsGaugeOperator(std::string_view name);
+bool IsGaugeApiCall(std::string_view name);
+
+// A calibration: the reference durations of the gauge's fixed-cost events and the ratio per
+// profiler configuration. Shipped: fitted on ../shared/traces/h200/overhead; users refit it
+// with `emo calibrate-overhead` and pass the file with --overhead-calibration.
+struct OverheadCalibration {
+  std::map<std::string, double> reference_ns;  // median traced duration per gauge event name
+  double ratio_light = 0;    // record_shapes off; 0 = not calibrated
+  double ratio_shapes = 0;   // record_shapes on; 0 = not calibrated
+  // Leaf operators per ms of CPU time at the reference speed over the calibration's traces
+  // whose time the CPU sets (GPU-bound traces excluded): the kind of loop it has seen. A trace
+  // outside this range gets a low confidence.
+  double density_lo = 0, density_hi = 0;
+  std::string source;        // "shipped h200/torch-2.11" or the file it was read from
+  double Ratio(bool record_shapes) const { return record_shapes ? ratio_shapes : ratio_light; }
+};
+OverheadCalibration ShippedCalibration();
+Result<OverheadCalibration> LoadOverheadCalibration(const std::string& path);
+// The calibration file format `emo calibrate-overhead --json` writes and the loader reads.
+std::string CalibrationToJsonText(const OverheadCalibration& c);
+
+// The median traced duration of each gauge event over every iteration of the given traces:
+// the reference table of a calibration (needs no unprofiled time).
+std::map<std::string, double> GaugeReference(const std::vector<const graph::Graph*>& graphs,
+                                             const std::vector<const IterationMap*>& iterations);
+
+// The gauge of one trace's steady iteration.
+struct ThreadGauge {
+  uint32_t thread = 0;  // ThreadId
+  TimeNs busy_ns = 0;   // CPU time of the thread's nodes in the steady iteration
+  double gauge = 0;     // traced time of its fixed-cost events / reference; 0 = too few events
+};
+struct SpeedGauge {
+  std::vector<ThreadGauge> threads;
+  double slowdown = 1;       // 1 / b: busy-weighted harmonic mean of the thread gauges
+  size_t gauge_events = 0;   // fixed-cost events of the trace (after its first iteration)
+  size_t leaf_ops = 0;       // leaf operators in the steady iteration
+  bool measured = false;     // false: no fixed-cost events, slowdown 1 assumed
+  double b() const { return 1.0 / slowdown; }
+  // Leaf operators per ms of the steady iteration's CPU time at the reference speed.
+  double Density() const;
+};
+SpeedGauge MeasureSpeedGauge(const graph::Graph& g, const IterationMap& it, size_t steady,
+                             const std::map<std::string, double>& reference_ns);
+
+// How the correction was obtained.
+enum class OverheadSource { kOff, kStepTime, kCalibration };
 std::string_view OverheadSourceName(OverheadSource s);
 
 struct OverheadModel {
-  double per_event_ns = 0;       // profiler cost per recorded operator event (enter+exit)
-  double per_api_ns = 0;         // profiler cost per recorded CUDA API call (CUPTI record)
-  double floor_fraction = 0.25;  // a CPU interval keeps at least this share of its traced time
+  double cpu_scale = 1;          // r: every CPU node keeps this share of its traced time
+  double ratio = 0;              // the calibration's ratio for the trace's configuration
+  SpeedGauge gauge;
+  double floor_fraction = 0.2;   // no CPU node goes below this share of its traced time
   OverheadSource source = OverheadSource::kOff;
-  std::string note;              // e.g. which calibration, or why it is uncertain
+  // The ratio's plausible band for this trace, as factors on cpu_scale: the corrected time is
+  // also replayed at both ends (TraceAnalysis::corrected_range). Medium confidence: the spread
+  // of the ratio each calibration trace needs on its own (0.85-1.15); low: the spread seen on
+  // workloads outside the calibration (0.55-1.25), both on our H200 (BENCHMARKS.md).
+  double band_lo = 1, band_hi = 1;
+  std::string confidence;        // "high" / "medium" / "low": how far to trust the corrected times
+  std::string note;              // which calibration, and why the confidence is what it is
 };
 
 // Unprofiled cost of a CUDA API call, the floor its corrected duration never goes below:
-// known cheap calls (launches ~2 us, queries ~0.1 us; an assumption from typical unprofiled
-// timings on Hopper, see docs/overhead.md); other calls keep floor_fraction of their time.
+// known cheap calls (launches ~2 us, queries ~0.1 us, typical unprofiled timings on Hopper);
+// other calls keep floor_fraction of their time.
 TimeNs ApiCallFloorNs(std::string_view name, TimeNs traced, double floor_fraction);
 
-// Durations with every CPU interval shrunk by per_event_ns x its operator events and every API
-// call by per_api_ns, floors applied; GPU durations unchanged.
+// Durations with every CPU node scaled by cpu_scale, floors applied; GPU durations unchanged.
 std::vector<TimeNs> CorrectedDurations(const graph::Graph& g, const std::vector<TimeNs>& traced,
-                                       const ProfilerEventCounts& counts, const OverheadModel& m);
+                                       double cpu_scale, double floor_fraction);
 
-// The steady iteration's time under a per-event cost (replay of the corrected durations).
+// The steady iteration's time with every CPU node scaled by `cpu_scale` (a replay).
 TimeNs CorrectedIterationTime(const graph::Graph& g, const IterationMap& it, size_t steady,
-                              const std::vector<TimeNs>& traced, const ProfilerEventCounts& counts,
-                              const OverheadModel& m);
+                              const std::vector<TimeNs>& traced, double cpu_scale);
 
-// Per-event cost estimated from the trace alone: the typical spacing of back-to-back trivial
-// operators (the 10th percentile of the time between consecutive cpu_op starts on a thread,
-// minus the unprofiled cost of a trivial op) — a rough prior, marked as such.
-OverheadModel EstimateFromTrace(const graph::Graph& g, bool record_shapes);
+// The CPU scale whose corrected steady iteration takes `unprofiled_ns` (bisection; the time is
+// nondecreasing in the scale). Clamped to [0.05, 1.5]: a GPU-bound floor above the target
+// gives the smallest scale that reaches the floor.
+double FitCpuScale(const graph::Graph& g, const IterationMap& it, size_t steady,
+                   const std::vector<TimeNs>& traced, TimeNs unprofiled_ns);
 
-// Shipped calibrations per profiler configuration (fitted on ../shared/traces/h200/overhead,
-// see BENCHMARKS.md); `record_shapes` selects the configuration.
-OverheadModel ShippedCalibration(bool record_shapes);
+// The model for one trace from a calibration: r = ratio x b.
+OverheadModel ModelFromCalibration(const graph::Graph& g, const IterationMap& it, size_t steady,
+                                   bool record_shapes, const OverheadCalibration& c);
 
-// One calibration sample: a traced run and its measured unprofiled step time.
+// One calibration sample: a traced run, its gauge and its measured unprofiled step time.
 struct CalibrationSample {
   const graph::Graph* graph;
   const IterationMap* iterations;
   size_t steady;
   const std::vector<TimeNs>* traced;
-  const ProfilerEventCounts* counts;
+  double b;                 // SpeedGauge::b() under the calibration's reference table
   TimeNs unprofiled_ns;
 };
-// The (per_event_ns, per_api_ns) minimising the squared log error of the corrected steady
-// iteration times against the samples' unprofiled times: a grid over both, then a finer grid
-// around the best point. With one sample the problem is underdetermined: per_api_ns is then
-// held at `base.per_api_ns` and only per_event_ns is fitted.
-OverheadModel FitOverhead(const std::vector<CalibrationSample>& samples, const OverheadModel& base);
+// The ratio minimising the squared log error of the corrected steady iteration times against
+// the samples' unprofiled times: a grid of step 0.01 over [0.2, 1.5], then of step 0.00025
+// around the best point. Ties go to the smaller ratio (the loss is flat once a run is
+// GPU-bound).
+double FitRatio(const std::vector<CalibrationSample>& samples);
 
 }  // namespace emo::analysis

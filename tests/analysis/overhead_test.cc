@@ -1,0 +1,228 @@
+// The profiler-overhead correction: the CPU speed gauge on hand-built traces where every
+// speed is known, the CPU-scale fit, and the calibration file.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include "emo/analysis/analyze.h"
+#include "emo/analysis/overhead.h"
+#include "emo/graph/graph_builder.h"
+#include "trace_builder.h"
+
+namespace emo::analysis {
+namespace {
+
+using testing::TraceBuilder;
+
+const std::map<std::string, double> kReference = {{"aten::empty", 5000.0}, {"cudaLaunchKernel", 7000.0}};
+
+// Four iterations of 1 ms; in each, every thread runs 25 x (aten::empty, an aten::add that
+// allocates through it, cudaLaunchKernel) at `speed[th]` times the reference durations, and
+// each launch runs a 1 us kernel. Thread 1 also carries the ProfilerStep annotations.
+struct Built {
+  trace::Trace trace;
+  graph::Graph graph;
+  IterationMap iterations;
+};
+std::unique_ptr<Built> SpeedTrace(std::vector<double> speed, bool with_fixed_cost_events = true) {
+  TraceBuilder b;
+  int64_t corr = 1;
+  for (int k = 0; k < 4; ++k) {
+    const double t0 = 1000.0 * k;
+    b.Annotation(("ProfilerStep#" + std::to_string(k)).c_str(), t0, t0 + 900);
+    for (size_t th = 0; th < speed.size(); ++th) {
+      const double s = speed[th];
+      const auto tid = static_cast<int64_t>(th + 1);
+      double t = t0 + 10;
+      for (int i = 0; i < 25; ++i) {
+        // aten::add (3 us of its own at reference speed) around a leaf aten::empty.
+        b.Op("aten::add", t, t + (5 + 3) * s, tid);
+        b.Op(with_fixed_cost_events ? "aten::empty" : "aten::zeros_like", t + 1 * s, t + 6 * s, tid);
+        t += 8 * s;
+        b.Api(with_fixed_cost_events ? "cudaLaunchKernel" : "cudaLaunchKernelExC", t, t + 7 * s, corr, tid);
+        b.Kernel("k", 7, t + 7 * s + 1, t + 7 * s + 2, corr);
+        ++corr;
+        t += 7 * s + 1;
+      }
+    }
+  }
+  auto out = std::make_unique<Built>();
+  out->trace = b.Build();
+  auto g = graph::BuildGraph(out->trace, {});
+  EXPECT_TRUE(g.ok()) << g.status().ToString();
+  out->graph = std::move(g).value();
+  auto it = FindIterations(out->graph, "");
+  EXPECT_TRUE(it.ok()) << it.status().ToString();
+  out->iterations = std::move(it).value();
+  return out;
+}
+
+TEST(SpeedGaugeTest, ReadsEachThreadsSpeedAgainstTheReference) {
+  auto t = SpeedTrace({2.0, 1.0});
+  const SpeedGauge g = MeasureSpeedGauge(t->graph, t->iterations, 2, kReference);
+  ASSERT_TRUE(g.measured);
+  ASSERT_EQ(g.threads.size(), 2u);
+  // aten::empty's leaf durations 10 and 5 us against the reference 5 us; launches 14 and 7.
+  EXPECT_NEAR(g.threads[0].gauge, 2.0, 1e-9);
+  EXPECT_NEAR(g.threads[1].gauge, 1.0, 1e-9);
+  // The trace's slowdown is the busy-weighted harmonic mean of its threads' gauges.
+  const double b0 = static_cast<double>(g.threads[0].busy_ns), b1 = static_cast<double>(g.threads[1].busy_ns);
+  ASSERT_GT(b0, 0.0);
+  ASSERT_GT(b1, 0.0);
+  EXPECT_NEAR(g.slowdown, (b0 + b1) / (b0 / 2.0 + b1 / 1.0), 1e-9);
+  EXPECT_EQ(g.leaf_ops, 50u);  // the aten::empty of both threads (aten::add has a child)
+  EXPECT_EQ(g.gauge_events, 3u * 2 * 50);  // iterations after the first, both threads
+}
+
+// A unit with too few fixed-cost events of its own still gets its speed: its leaf operators
+// against their medians over the trace give its speed relative to the trace, and the trace's
+// fixed-cost events pin the absolute speed. Here iteration 2 runs 1.5x slower than the others
+// and records no fixed-cost event at all.
+TEST(SpeedGaugeTest, AUnitWithoutFixedCostEventsTakesItsSpeedFromItsLeafOperators) {
+  TraceBuilder b;
+  int64_t corr = 1;
+  for (int k = 0; k < 4; ++k) {
+    const double t0 = 1000.0 * k, s = k == 2 ? 3.0 : 2.0;
+    b.Annotation(("ProfilerStep#" + std::to_string(k)).c_str(), t0, t0 + 900);
+    double t = t0 + 10;
+    for (int i = 0; i < 25; ++i) {
+      b.Op("aten::mul", t, t + 4 * s);  // 4 us at reference speed, not a fixed-cost event
+      t += 4 * s;
+      if (k != 2) {
+        b.Op("aten::empty", t, t + 5 * s);
+        t += 5 * s;
+      }
+      b.Api(k == 2 ? "cudaLaunchKernelExC" : "cudaLaunchKernel", t, t + 7 * s, corr);
+      b.Kernel("k", 7, t + 7 * s + 1, t + 7 * s + 2, corr++);
+      t += 7 * s + 1;
+    }
+  }
+  trace::Trace tr = b.Build();
+  auto g = graph::BuildGraph(tr, {});
+  ASSERT_TRUE(g.ok());
+  auto it = FindIterations(*g, "");
+  ASSERT_TRUE(it.ok());
+  const SpeedGauge steady = MeasureSpeedGauge(*g, *it, 2, kReference);
+  ASSERT_EQ(steady.threads.size(), 1u);
+  EXPECT_NEAR(steady.threads[0].gauge, 3.0, 1e-9);
+  EXPECT_NEAR(MeasureSpeedGauge(*g, *it, 1, kReference).threads[0].gauge, 2.0, 1e-9);
+}
+
+TEST(SpeedGaugeTest, ScalesWithTheReference) {
+  auto t = SpeedTrace({1.5, 1.5});
+  std::map<std::string, double> slow_reference = kReference;
+  for (auto& [name, ns] : slow_reference) ns *= 3.0;
+  const double at_reference = MeasureSpeedGauge(t->graph, t->iterations, 1, kReference).slowdown;
+  EXPECT_NEAR(at_reference, 1.5, 1e-9);
+  EXPECT_NEAR(MeasureSpeedGauge(t->graph, t->iterations, 1, slow_reference).slowdown, 0.5, 1e-9);
+}
+
+TEST(SpeedGaugeTest, WithoutFixedCostEventsTheSpeedIsUnmeasured) {
+  auto t = SpeedTrace({2.0}, /*with_fixed_cost_events=*/false);
+  const SpeedGauge g = MeasureSpeedGauge(t->graph, t->iterations, 1, kReference);
+  EXPECT_FALSE(g.measured);
+  EXPECT_EQ(g.slowdown, 1.0);
+  OverheadCalibration c;
+  c.reference_ns = kReference;
+  c.ratio_light = 0.6;
+  c.source = "test";
+  const OverheadModel m = ModelFromCalibration(t->graph, t->iterations, 1, false, c);
+  EXPECT_EQ(m.confidence, "low");
+  EXPECT_NEAR(m.cpu_scale, 0.6, 1e-12);
+}
+
+TEST(OverheadModelTest, ScaleIsRatioTimesReferenceShareAndConfidenceFollowsTheDensity) {
+  auto t = SpeedTrace({2.0, 2.0});
+  OverheadCalibration c;
+  c.reference_ns = kReference;
+  c.ratio_light = 0.6;
+  c.ratio_shapes = 0.5;
+  c.source = "test";
+  const SpeedGauge g = MeasureSpeedGauge(t->graph, t->iterations, 2, kReference);
+  const double density = g.Density();
+  ASSERT_GT(density, 0.0);
+  c.density_lo = density * 0.9;
+  c.density_hi = density * 1.1;
+  const OverheadModel in = ModelFromCalibration(t->graph, t->iterations, 2, false, c);
+  EXPECT_NEAR(in.cpu_scale, 0.6 / 2.0, 1e-9);
+  EXPECT_EQ(in.confidence, "medium");
+  EXPECT_NEAR(ModelFromCalibration(t->graph, t->iterations, 2, true, c).cpu_scale, 0.5 / 2.0, 1e-9);
+  c.density_lo = density * 2;
+  c.density_hi = density * 3;
+  EXPECT_EQ(ModelFromCalibration(t->graph, t->iterations, 2, false, c).confidence, "low");
+  c.ratio_light = 0;
+  EXPECT_EQ(ModelFromCalibration(t->graph, t->iterations, 2, false, c).source, OverheadSource::kOff);
+}
+
+TEST(OverheadModelTest, CorrectionScalesCpuNodesAndKeepsGpuOps) {
+  auto t = SpeedTrace({2.0});
+  const auto traced = MeasuredDurations(t->graph);
+  const auto d = CorrectedDurations(t->graph, traced, 0.5, 0.2);
+  const auto& n = t->graph.nodes();
+  const auto& tr = t->graph.trace();
+  for (uint32_t v = 0; v < n.size(); ++v) {
+    if (n.kind[v] == graph::NodeKind::kGpuOp) {
+      EXPECT_EQ(d[v], traced[v]);
+    } else if (n.kind[v] == graph::NodeKind::kApiCall) {
+      // A 14 us launch keeps half, above the 2 us floor of a launch.
+      EXPECT_EQ(d[v], std::max(ApiCallFloorNs(tr.Name(tr.cpu.name[n.ref[v]]), traced[v], 0.2), traced[v] / 2));
+    } else {
+      EXPECT_NEAR(static_cast<double>(d[v]), 0.5 * static_cast<double>(traced[v]), 1.0);
+    }
+  }
+  // A launch never drops below its 2 us floor.
+  const auto tiny = CorrectedDurations(t->graph, traced, 0.05, 0.2);
+  for (uint32_t v = 0; v < n.size(); ++v) {
+    if (n.kind[v] == graph::NodeKind::kApiCall) {
+      EXPECT_GE(tiny[v], 2000);
+    }
+  }
+}
+
+TEST(OverheadModelTest, FitCpuScaleHitsAReachableStepTime) {
+  auto t = SpeedTrace({2.0});
+  const auto traced = MeasuredDurations(t->graph);
+  const TimeNs full = CorrectedIterationTime(t->graph, t->iterations, 2, traced, 1.0);
+  const TimeNs target = full * 6 / 10;
+  const double r = FitCpuScale(t->graph, t->iterations, 2, traced, target);
+  EXPECT_GT(r, 0.05);
+  EXPECT_LT(r, 1.0);
+  EXPECT_NEAR(static_cast<double>(CorrectedIterationTime(t->graph, t->iterations, 2, traced, r)),
+              static_cast<double>(target), 0.002 * static_cast<double>(target));
+  // Faster than the GPU work allows: the smallest scale.
+  EXPECT_EQ(FitCpuScale(t->graph, t->iterations, 2, traced, 1), 0.05);
+}
+
+TEST(OverheadCalibrationTest, FileRoundTripsAndBadFilesNameThemselves) {
+  OverheadCalibration c = ShippedCalibration();
+  c.density_lo = 10;
+  c.density_hi = 40;
+  const auto dir = std::filesystem::temp_directory_path();
+  const auto path = (dir / "emo_overhead_calibration_test.json").string();
+  std::ofstream(path) << CalibrationToJsonText(c);
+  auto back = LoadOverheadCalibration(path);
+  ASSERT_TRUE(back.ok()) << back.status().ToString();
+  EXPECT_EQ(back->reference_ns, c.reference_ns);
+  EXPECT_EQ(back->ratio_light, c.ratio_light);
+  EXPECT_EQ(back->ratio_shapes, c.ratio_shapes);
+  EXPECT_EQ(back->density_lo, 10);
+  EXPECT_EQ(back->density_hi, 40);
+  EXPECT_EQ(back->source, path);
+
+  for (const char* text : {"[1]", "{\"format\": \"emo-overhead-calibration-1\"}",
+                           "{\"format\": \"other\", \"reference_ns\": {}, \"ratio\": {}}",
+                           "{\"format\": \"emo-overhead-calibration-1\", \"reference_ns\": {\"x\": -1}, \"ratio\": {}}",
+                           "{\"format\": \"emo-overhead-calibration-1\", \"reference_ns\": {}, \"ratio\": {\"light\": \"a\"}}",
+                           "not json"}) {
+    std::ofstream(path) << text;
+    auto bad = LoadOverheadCalibration(path);
+    ASSERT_FALSE(bad.ok()) << text;
+    EXPECT_NE(bad.status().ToString().find(path), std::string::npos) << bad.status().ToString();
+  }
+  std::filesystem::remove(path);
+  EXPECT_FALSE(LoadOverheadCalibration((dir / "emo_no_such_calibration.json").string()).ok());
+}
+
+}  // namespace
+}  // namespace emo::analysis
