@@ -73,4 +73,17 @@ for held in TRAIN + HELD:
     cal, ratio = calibrate(train, f"lowo6_{held}")
     worst = max(worst, score([held], cal, lambda c, ov: f"other five (ratio {ratio[c]:.4f})"))
 print(f"worst |error| (six workloads): {worst:.1f} %; {coverage()}")
+
+# The workload traces beside overhead/ (run-ahead loop, record_shapes on) against measured.json's
+# unprofiled step times (a synchronized loop, so only roughly the same loop), shipped calibration.
+print("\nworkload traces (../shared/traces/h200) vs measured.json's unprofiled sync-loop step, shipped calibration:")
+print(f"{'trace':<18} {'traced ms':>9} {'measured':>9} {'corrected':>9} {'error %':>8} {'range ms':^17} conf.")
+m = json.load(open(f"{o}/../measured.json"))
+steps = {**{w: v["iter_median_s"] for w, v in m["workloads"].items()}, **{w: v["iter_median_s"] for w, v in m["multi_gpu"].items()}}
+for w in ["gpt_train", "multistream", "ddp_gpt_rank0", "ddp_gpt_rank1", "pp_gpt_rank0", "pp_gpt_rank1"]:
+    j = json.loads(run(["analyze", f"{o}/../{w}.json.gz", "--json", "-"]))
+    it, t = j["iteration_time_us"], steps[w] * 1e3
+    lo, hi = (x / 1e3 for x in it["corrected_range"])
+    print(f"{w:<18} {it['replayed']/1e3:>9.2f} {t:>9.2f} {it['corrected']/1e3:>9.2f} {100 * (it['corrected'] / 1e3 / t - 1):>+8.1f} "
+          f"{lo:>7.2f}-{hi:<7.2f}   {j['overhead']['confidence']}")
 PY

@@ -92,7 +92,9 @@ void BandCorrectedTime(TraceAnalysis& a) {
   a.corrected_lo_ns = CorrectedIterationTime(*a.graph, a.iterations, a.steady, a.traced_durations, m.cpu_scale * m.band_lo);
   a.corrected_hi_ns = CorrectedIterationTime(*a.graph, a.iterations, a.steady, a.traced_durations, m.cpu_scale * m.band_hi);
   constexpr double kInsensitive = 0.05;
-  if (static_cast<double>(a.corrected_hi_ns - a.corrected_lo_ns) < kInsensitive * static_cast<double>(a.timeline_ns())) {
+  // (Not for a rank of a multi-GPU job: there the iteration waits for the other ranks.)
+  if (a.trace->collectives.empty() &&
+      static_cast<double>(a.corrected_hi_ns - a.corrected_lo_ns) < kInsensitive * static_cast<double>(a.timeline_ns())) {
     m.confidence = "medium";
     m.note += "; GPU-bound once corrected: the iteration time barely depends on the ratio";
   }
@@ -117,7 +119,6 @@ Result<TraceAnalysis> AnalyzeTrace(const std::string& path, const AnalyzeOptions
   a.replayed_times = IterationTimes(*a.graph, a.iterations, a.replayed);
   a.steady = SteadyIteration(a.measured_times);
 
-  a.profiler_events = CountProfilerEvents(*a.graph);
   EMO_ASSIGN_OR_RETURN(a.overhead, ChooseOverheadModel(a, options.overhead));
   a.durations = CorrectedDurations(*a.graph, a.traced_durations, a.overhead.cpu_scale, a.overhead.floor_fraction);
   a.timeline = a.corrected() ? Replay(*a.graph, a.durations) : a.replayed;
@@ -155,15 +156,16 @@ namespace {
 nlohmann::json OverheadToJson(const TraceAnalysis& a) {
   using nlohmann::json;
   const auto& n = a.graph->nodes();
+  const ProfilerEventCounts counts = CountProfilerEvents(*a.graph);  // for the report only
   double events = 0, removed = 0;
   for (uint32_t v = 0; v < n.size(); ++v) {
     if (a.iterations.node_iteration[v] != static_cast<int32_t>(a.steady) || n.kind[v] == NodeKind::kGpuOp) continue;
-    events += a.profiler_events.per_node[v];
+    events += counts.per_node[v];
     removed += static_cast<double>(a.traced_durations[v] - a.durations[v]);
   }
   const auto& m = a.overhead;
   json j = {{"per_event_ns", events > 0 ? removed / events : 0.0},
-            {"events", a.profiler_events.total},
+            {"events", counts.total},
             {"events_per_iteration", events},
             {"source", OverheadSourceName(m.source)},
             {"cpu_scale", m.cpu_scale},

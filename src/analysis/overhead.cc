@@ -79,6 +79,13 @@ std::vector<std::vector<Unit>> GaugeUnits(const graph::Graph& g, const Iteration
     if (!s.empty()) has_child[s.back()] = true;
     s.push_back(e);
   }
+  // Which names are fixed-cost events, once per interned name.
+  enum : uint8_t { kNone, kOperator, kApi };
+  std::vector<uint8_t> fixed(t.strings.size(), kNone);
+  for (uint32_t k = 0; k < t.strings.size(); ++k) {
+    const std::string_view name = t.Name(trace::StringId(k));
+    fixed[k] = IsGaugeOperator(name) ? kOperator : IsGaugeApiCall(name) ? kApi : kNone;
+  }
   std::vector<TimeNs> starts;
   for (const auto& i : it.iterations) starts.push_back(i.start);
   for (uint32_t e = 0; e < cpu.size(); ++e) {
@@ -86,32 +93,41 @@ std::vector<std::vector<Unit>> GaugeUnits(const graph::Graph& g, const Iteration
     if (pos == starts.begin()) continue;
     const size_t i = static_cast<size_t>(pos - starts.begin()) - 1;
     if (cpu.start[e] >= it.iterations[i].end) continue;
-    const std::string_view name = t.Name(cpu.name[e]);
     const auto dur = static_cast<double>(cpu.end[e] - cpu.start[e]);
     Unit& u = units[i][cpu.thread[e].value()];
+    const uint8_t f = fixed[cpu.name[e].value()];
     const bool api = cpu.kind[e] == trace::CpuKind::kRuntime || cpu.kind[e] == trace::CpuKind::kDriver;
     if (cpu.kind[e] == trace::CpuKind::kOp && !has_child[e]) {
       u.leaf.emplace_back(cpu.name[e], dur);
-      if (IsGaugeOperator(name)) u.fixed.emplace_back(cpu.name[e], dur);
-    } else if (api && IsGaugeApiCall(name)) {
+      if (f == kOperator) u.fixed.emplace_back(cpu.name[e], dur);
+    } else if (api && f == kApi) {
       u.fixed.emplace_back(cpu.name[e], dur);
     }
   }
   return units;
 }
 
+// The reference duration of every interned name (0: not in the table).
+std::vector<double> ReferenceById(const trace::Trace& t, const std::map<std::string, double>& ref) {
+  std::vector<double> out(t.strings.size(), 0.0);
+  for (uint32_t k = 0; k < t.strings.size(); ++k) {
+    auto r = ref.find(std::string(t.Name(trace::StringId(k))));
+    if (r != ref.end()) out[k] = r->second;
+  }
+  return out;
+}
+
 constexpr size_t kMinEvents = 20;  // a unit needs this many events for a gauge of its own
 
 // Sum of durations and of reference durations over the fixed-cost events with a reference.
-std::pair<double, double> FixedCostSums(const Unit& u, const trace::Trace& t,
-                                        const std::map<std::string, double>& ref, size_t* count) {
+std::pair<double, double> FixedCostSums(const Unit& u, const std::vector<double>& ref, size_t* count) {
   double dur = 0, refsum = 0;
   size_t k = 0;
   for (const auto& [name, d] : u.fixed) {
-    auto r = ref.find(std::string(t.Name(name)));
-    if (r == ref.end()) continue;
+    const double r = ref[name.value()];
+    if (r <= 0) continue;
     dur += d;
-    refsum += r->second;
+    refsum += r;
     ++k;
   }
   if (count) *count = k;
@@ -141,6 +157,7 @@ SpeedGauge MeasureSpeedGauge(const graph::Graph& g, const IterationMap& it, size
   const auto& t = g.trace();
   const auto units = GaugeUnits(g, it);
   const size_t threads = t.threads.size();
+  const auto ref_by_id = ReferenceById(t, reference_ns);
   SpeedGauge out;
   if (units.empty()) return out;
 
@@ -175,7 +192,7 @@ SpeedGauge MeasureSpeedGauge(const graph::Graph& g, const IterationMap& it, size
   for (size_t i = 1; i < units.size(); ++i) {
     for (size_t th = 0; th < threads; ++th) {
       size_t k = 0;
-      const auto [dur, ref] = FixedCostSums(units[i][th], t, reference_ns, &k);
+      const auto [dur, ref] = FixedCostSums(units[i][th], ref_by_id, &k);
       out.gauge_events += k;
       plain_num += dur;
       plain_den += ref;
@@ -189,11 +206,10 @@ SpeedGauge MeasureSpeedGauge(const graph::Graph& g, const IterationMap& it, size
 
   // Gauges of the steady iteration's threads; a thread too quiet for one takes the others'.
   const auto& n = g.nodes();
-  const auto traced = MeasuredDurations(g);
   std::vector<TimeNs> busy(threads, 0);
   for (uint32_t v = 0; v < n.size(); ++v) {
     if (n.kind[v] == NodeKind::kGpuOp || it.node_iteration[v] != static_cast<int32_t>(steady)) continue;
-    busy[n.resource[v]] += traced[v];
+    busy[n.resource[v]] += n.duration[v];
   }
   for (size_t th = 0; th < threads; ++th) {
     const Unit& u = units[steady][th];
@@ -201,7 +217,7 @@ SpeedGauge MeasureSpeedGauge(const graph::Graph& g, const IterationMap& it, size
     if (busy[th] <= 0 && u.leaf.empty() && u.fixed.empty()) continue;
     ThreadGauge tg{static_cast<uint32_t>(th), busy[th], 0.0};
     size_t k = 0;
-    const auto [dur, ref] = FixedCostSums(u, t, reference_ns, &k);
+    const auto [dur, ref] = FixedCostSums(u, ref_by_id, &k);
     if (absolute > 0 && relative[steady][th] > 0) {
       tg.gauge = absolute * relative[steady][th];
     } else if (k >= kMinEvents && ref > 0) {
@@ -238,21 +254,35 @@ double SpeedGauge::Density() const {
   return reference_ms > 0 ? static_cast<double>(leaf_ops) / reference_ms : 0.0;
 }
 
-TimeNs ApiCallFloorNs(std::string_view name, TimeNs traced, double floor_fraction) {
+namespace {
+
+// The unprofiled cost of a known cheap API call (ns), or -1 for any other call.
+TimeNs KnownApiFloorNs(std::string_view name) {
   auto has = [&](std::string_view part) { return name.find(part) != std::string_view::npos; };
-  TimeNs floor = static_cast<TimeNs>(floor_fraction * static_cast<double>(traced));
-  if (has("LaunchKernel") || has("GraphLaunch") || has("MemsetAsync") ||
-      (has("MemcpyAsync") && !has("Peer"))) {
-    floor = 2000;
-  } else if (has("EventRecord") || has("StreamWaitEvent") || has("EventQuery") || has("FuncGetAttributes") ||
-             has("GetFuncBySymbol") || has("Occupancy")) {
-    floor = 500;
-  } else if (has("GetErrorString") || has("PeekAtLastError") || has("GetLastError") || has("StreamIsCapturing") ||
-             has("GetDevice") || has("DeviceGetAttribute") || has("ThreadExchangeStreamCaptureMode") ||
-             has("StreamGetPriority") || has("DeviceGetStreamPriorityRange")) {
-    floor = 100;
+  if (has("LaunchKernel") || has("GraphLaunch") || has("MemsetAsync") || (has("MemcpyAsync") && !has("Peer"))) {
+    return 2000;
   }
-  return std::min(traced, floor);
+  if (has("EventRecord") || has("StreamWaitEvent") || has("EventQuery") || has("FuncGetAttributes") ||
+      has("GetFuncBySymbol") || has("Occupancy")) {
+    return 500;
+  }
+  if (has("GetErrorString") || has("PeekAtLastError") || has("GetLastError") || has("StreamIsCapturing") ||
+      has("GetDevice") || has("DeviceGetAttribute") || has("ThreadExchangeStreamCaptureMode") ||
+      has("StreamGetPriority") || has("DeviceGetStreamPriorityRange")) {
+    return 100;
+  }
+  return -1;
+}
+
+TimeNs FloorNs(TimeNs known, TimeNs traced, double floor_fraction) {
+  const auto fraction = static_cast<TimeNs>(floor_fraction * static_cast<double>(traced));
+  return std::min(traced, known >= 0 ? known : fraction);
+}
+
+}  // namespace
+
+TimeNs ApiCallFloorNs(std::string_view name, TimeNs traced, double floor_fraction) {
+  return FloorNs(KnownApiFloorNs(name), traced, floor_fraction);
 }
 
 std::vector<TimeNs> CorrectedDurations(const graph::Graph& g, const std::vector<TimeNs>& traced,
@@ -261,11 +291,14 @@ std::vector<TimeNs> CorrectedDurations(const graph::Graph& g, const std::vector<
   if (cpu_scale == 1.0) return d;
   const auto& n = g.nodes();
   const auto& t = g.trace();
+  std::vector<TimeNs> known(t.strings.size());  // per interned name, looked up once
+  for (uint32_t k = 0; k < t.strings.size(); ++k) known[k] = KnownApiFloorNs(t.Name(trace::StringId(k)));
   for (uint32_t v = 0; v < n.size(); ++v) {
     if (n.kind[v] == NodeKind::kGpuOp) continue;
     const auto scaled = static_cast<TimeNs>(std::llround(cpu_scale * static_cast<double>(traced[v])));
-    TimeNs floor = static_cast<TimeNs>(floor_fraction * static_cast<double>(traced[v]));
-    if (n.kind[v] == NodeKind::kApiCall) floor = ApiCallFloorNs(t.Name(t.cpu.name[n.ref[v]]), traced[v], floor_fraction);
+    const TimeNs floor = n.kind[v] == NodeKind::kApiCall
+                             ? FloorNs(known[t.cpu.name[n.ref[v]].value()], traced[v], floor_fraction)
+                             : static_cast<TimeNs>(floor_fraction * static_cast<double>(traced[v]));
     d[v] = cpu_scale > 1.0 ? scaled : std::max(floor, scaled);
   }
   return d;
@@ -310,6 +343,17 @@ OverheadModel ModelFromCalibration(const graph::Graph& g, const IterationMap& it
     m.note = std::string(c.source) + " " + config +
              " calibration; the trace has no fixed-cost events (aten::empty, kernel launches) to gauge "
              "its CPU speed, so the traced speed is taken as the reference: pass --step-time";
+    return m;
+  }
+  if (!g.trace().collectives.empty()) {
+    // A rank's iteration waits in collectives for the other ranks, whose profiler overhead
+    // this trace cannot undo.
+    m.confidence = "low";
+    m.note = fmt::format(
+        "{} {} calibration, CPU speed gauge, this rank only: its collectives wait for other ranks, "
+        "whose own profiler overhead is not undone (our 2-GPU DDP and pipeline traces: +23 to +168 % "
+        "against the measured unprofiled step, BENCHMARKS.md): pass --step-time",
+        c.source, config);
     return m;
   }
   const double density = m.gauge.Density();

@@ -52,10 +52,10 @@ void PrintSummary(const analysis::TraceAnalysis& a) {
              NsToUs(a.measured_ns()), NsToUs(a.replayed_ns()), a.replay_error_pct());
   if (a.corrected()) {
     const auto& o = a.overhead;
-    fmt::print("  corrected         {:.1f} us without the profiler's overhead (CPU time x {:.3f}; traced CPU "
-               "{:.2f}x slower than the reference; confidence {}; {}: {})\n",
-               NsToUs(a.timeline_ns()), o.cpu_scale, o.gauge.slowdown, o.confidence,
-               analysis::OverheadSourceName(o.source), o.note);
+    fmt::print("  corrected         {:.1f} us without the profiler's overhead (range {:.1f}-{:.1f} us; CPU time x {:.3f}; "
+               "confidence {})\n",
+               NsToUs(a.timeline_ns()), NsToUs(a.corrected_lo_ns), NsToUs(a.corrected_hi_ns), o.cpu_scale, o.confidence);
+    fmt::print("  correction        {}: {}\n", analysis::OverheadSourceName(o.source), o.note);
   }
   const auto& cp = a.steady_path;
   auto pct = [&](analysis::PathCategory c) { return 100.0 * cp.Share(c); };

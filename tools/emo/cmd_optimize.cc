@@ -79,7 +79,7 @@ int RunOptimize(const OptimizeArgs& args) {
     const auto& pg = plan->pack_graph;
     auto gap_or_null = [](double g) { return g < 0 ? nlohmann::json(nullptr) : nlohmann::json(g); };
     j["plan"]["from"] = plan->plan_from;
-    j["plan"]["scored_on"] = "kernel graph (every op of a pack scaled by its modelled time ratio, replayed)";
+    j["plan"]["scored_on"] = "kernel graph (every op scaled by its kernel class's time ratio at its pack's clock, replayed)";
     j["pack_graph"] = {{"baseline", {{"time_us", NsToUs(pg.baseline.time_ns)}, {"energy_j", pg.baseline.energy_j}}},
                        {"plan", {{"time_us", NsToUs(pg.plan.time_ns)}, {"energy_j", pg.plan.energy_j}}},
                        {"solver_plan", {{"time_us", NsToUs(pg.solved.time_ns)}, {"energy_j", pg.solved.energy_j},

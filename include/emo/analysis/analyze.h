@@ -45,7 +45,6 @@ struct TraceAnalysis {
   std::vector<TimeNs> measured_times, replayed_times;  // per iteration
   size_t steady = 0;              // index of the steady-state (median) iteration
   // The timeline analyses and plans use: corrected for profiler overhead when on.
-  ProfilerEventCounts profiler_events;
   OverheadModel overhead;         // source kOff: the traced timeline
   std::vector<TimeNs> durations;  // per node, on that timeline
   Schedule timeline;              // replay of `durations`
