@@ -11,9 +11,11 @@ loop, a transformer inference loop, a CNN training loop fed by a DataLoader):
     (record_shapes on), CUDA sync events on, schedule wait=1 warmup=2 active=5;
   - unprofiled timing again after the profiled runs.
 Writes OUT/heldout/{truth.json, measured.json, <workload>_<mode>_<config>.json.gz}.
+A second argument picks workloads (comma-separated): the second held-out set (data/h200_heldout2)
+is `gpt_small_train,resnet_small_train,lstm_lm_train`.
 
 Reads NVML only (energy, clocks, power): it never sets clocks, power limits or modes.
-Usage: python3 bench/h200/record_workloads.py OUT_DIR
+Usage: python3 bench/h200/record_workloads.py OUT_DIR [WORKLOAD,...]
 """
 import ctypes
 import gzip
@@ -129,7 +131,87 @@ def cnn_dataload_train():
     return step
 
 
-WORKLOADS = {"mlp_small_train": mlp_small_train, "bert_infer": bert_infer, "cnn_dataload_train": cnn_dataload_train}
+def gpt_small_train():
+    """A small decoder-only transformer (6 layers, d 512, causal mask), bf16 autocast, AdamW."""
+    vocab, seq, d = 8192, 256, 512
+    emb = nn.Embedding(vocab, d)
+    layer = nn.TransformerEncoderLayer(d_model=d, nhead=8, dim_feedforward=4 * d, batch_first=True, norm_first=True)
+    body = nn.TransformerEncoder(layer, num_layers=6, enable_nested_tensor=False)
+    head = nn.Linear(d, vocab)
+    model = nn.ModuleList([emb, body, head]).to(DEV)
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
+    x = torch.randint(0, vocab, (16, seq), device=DEV)
+    mask = nn.Transformer.generate_square_subsequent_mask(seq, device=DEV)
+    loss_fn = nn.CrossEntropyLoss()
+
+    def step():
+        opt.zero_grad(set_to_none=True)
+        with torch.autocast("cuda", dtype=torch.bfloat16):
+            h = body(emb(x), mask=mask, is_causal=True)
+            loss = loss_fn(head(h).flatten(0, 1).float(), x.flatten())
+        loss.backward()
+        opt.step()
+
+    return step
+
+
+def resnet_small_train():
+    """A ResNet-18-shaped network (basic blocks) on 3x128x128 images, batch 32, fp32, SGD."""
+    class Block(nn.Module):
+        def __init__(self, c_in, c_out, stride):
+            super().__init__()
+            self.c1 = nn.Conv2d(c_in, c_out, 3, stride, 1, bias=False)
+            self.b1 = nn.BatchNorm2d(c_out)
+            self.c2 = nn.Conv2d(c_out, c_out, 3, 1, 1, bias=False)
+            self.b2 = nn.BatchNorm2d(c_out)
+            self.skip = (nn.Sequential(nn.Conv2d(c_in, c_out, 1, stride, bias=False), nn.BatchNorm2d(c_out))
+                         if stride != 1 or c_in != c_out else nn.Identity())
+
+        def forward(self, x):
+            return torch.relu(self.b2(self.c2(torch.relu(self.b1(self.c1(x))))) + self.skip(x))
+
+    layers, c = [nn.Conv2d(3, 64, 7, 2, 3, bias=False), nn.BatchNorm2d(64), nn.ReLU(), nn.MaxPool2d(3, 2, 1)], 64
+    for w, s in ((64, 1), (128, 2), (256, 2), (512, 2)):
+        layers += [Block(c, w, s), Block(w, w, 1)]
+        c = w
+    model = nn.Sequential(*layers, nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(512, 100)).to(DEV)
+    opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
+    x = torch.randn(32, 3, 128, 128, device=DEV)
+    y = torch.randint(0, 100, (32,), device=DEV)
+    loss_fn = nn.CrossEntropyLoss()
+
+    def step():
+        opt.zero_grad(set_to_none=True)
+        loss = loss_fn(model(x), y)
+        loss.backward()
+        opt.step()
+
+    return step
+
+
+def lstm_lm_train():
+    """An LSTM language model (2 cuDNN layers, hidden 1024, 64 steps, batch 32), Adam."""
+    vocab = 10000
+    emb, lstm, head = nn.Embedding(vocab, 512), nn.LSTM(512, 1024, num_layers=2, batch_first=True), nn.Linear(1024, vocab)
+    model = nn.ModuleList([emb, lstm, head]).to(DEV)
+    opt = torch.optim.Adam(model.parameters(), lr=1e-3)
+    x = torch.randint(0, vocab, (32, 65), device=DEV)
+    loss_fn = nn.CrossEntropyLoss()
+
+    def step():
+        opt.zero_grad(set_to_none=True)
+        h, _ = lstm(emb(x[:, :-1]))
+        loss = loss_fn(head(h).flatten(0, 1), x[:, 1:].flatten())
+        loss.backward()
+        opt.step()
+
+    return step
+
+
+WORKLOADS = {"mlp_small_train": mlp_small_train, "bert_infer": bert_infer, "cnn_dataload_train": cnn_dataload_train,
+             # a second held-out set (data/h200_heldout2), recorded 2026-11-30
+             "gpt_small_train": gpt_small_train, "resnet_small_train": resnet_small_train,
+             "lstm_lm_train": lstm_lm_train}
 
 
 # ---------------------------------------------------------------- measurement

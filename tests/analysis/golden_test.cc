@@ -111,7 +111,7 @@ TEST(HtaGoldenTest, CriticalGpuOpsAgreeWithHta) {
 
 // Replay identity: replaying the graph with the measured durations reproduces the measured
 // steady iteration within 1 % on every real trace of ours (../shared and the held-out ones in
-// data/h200_heldout) and on HTA's simple_add / alexnet.
+// data/h200_heldout and data/h200_heldout2) and on HTA's simple_add / alexnet.
 TEST(ReplayIdentityTest, EveryTraceWithinOnePercent) {
   EMO_REQUIRE_SHARED();
   std::vector<std::string> paths = {"traces/hta/cp_simple_add_a100.json.gz", "traces/hta/cp_alexnet_a100.json.gz"};
@@ -122,15 +122,18 @@ TEST(ReplayIdentityTest, EveryTraceWithinOnePercent) {
   }
   ASSERT_GE(paths.size(), 20u);
   for (auto& rel : paths) rel = SharedPath(rel);
-  // Held-out workloads shipped in the repo (data/h200_heldout: inference, DataLoader, MLP).
+  // Held-out workloads shipped in the repo (data/h200_heldout: inference, DataLoader, MLP;
+  // data/h200_heldout2: a small transformer, a ResNet-18-shaped CNN and an LSTM, training).
   size_t heldout = 0;
-  for (const auto& e : std::filesystem::directory_iterator(EMO_SOURCE_DIR "/data/h200_heldout")) {
-    if (e.path().string().ends_with(".json.gz")) {
-      paths.push_back(e.path().string());
-      ++heldout;
+  for (const char* dir : {EMO_SOURCE_DIR "/data/h200_heldout", EMO_SOURCE_DIR "/data/h200_heldout2"}) {
+    for (const auto& e : std::filesystem::directory_iterator(dir)) {
+      if (e.path().string().ends_with(".json.gz")) {
+        paths.push_back(e.path().string());
+        ++heldout;
+      }
     }
   }
-  ASSERT_EQ(heldout, 12u);
+  ASSERT_EQ(heldout, 24u);
   for (const auto& path : paths) {
     auto a = AnalyzeTrace(path, {});
     ASSERT_TRUE(a.ok()) << path << ": " << a.status().ToString();
