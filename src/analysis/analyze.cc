@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <filesystem>
 
 #include <nlohmann/json.hpp>
 
@@ -61,10 +62,17 @@ Result<OverheadModel> ChooseOverheadModel(const TraceAnalysis& a, const Overhead
     EMO_ASSIGN_OR_RETURN(calibration, LoadOverheadCalibration(o.calibration_path));
   }
   const bool shapes = a.trace->meta.record_shapes;
-  if (o.step_time_ns > 0) {
+  TimeNs step_time_ns = o.step_time_ns;
+  if (step_time_ns <= 0 && !o.step_times_ns.empty()) {
+    const std::string& path = a.trace->meta.source_path;
+    auto it = o.step_times_ns.find(path);
+    if (it == o.step_times_ns.end()) it = o.step_times_ns.find(std::filesystem::path(path).filename().string());
+    if (it != o.step_times_ns.end()) step_time_ns = it->second;
+  }
+  if (step_time_ns > 0) {
     // A measured unprofiled step time fixes the CPU scale of this trace exactly.
     OverheadModel m = ModelFromCalibration(*a.graph, a.iterations, a.steady, shapes, calibration);
-    m.cpu_scale = FitCpuScale(*a.graph, a.iterations, a.steady, a.traced_durations, o.step_time_ns);
+    m.cpu_scale = FitCpuScale(*a.graph, a.iterations, a.steady, a.traced_durations, step_time_ns);
     m.source = OverheadSource::kStepTime;
     m.confidence = "high";
     m.note = "CPU scale fitted to the measured unprofiled step time";

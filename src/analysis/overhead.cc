@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
+#include <sstream>
 #include <unordered_map>
 
 #include <fmt/format.h>
@@ -421,6 +423,35 @@ OverheadCalibration ShippedCalibration() {
   c.density_hi = 36.35;  // gpt_train_async_light
   c.source = "shipped h200/torch-2.11";
   return c;
+}
+
+Result<std::map<std::string, TimeNs>> LoadStepTimes(const std::string& path) {
+  EMO_ASSIGN_OR_RETURN(std::string text, ReadFileMaybeGzip(path));
+  std::map<std::string, TimeNs> out;
+  size_t line_no = 0, pos = 0;
+  while (pos <= text.size()) {
+    size_t end = text.find('\n', pos);
+    if (end == std::string::npos) end = text.size();
+    std::string line = text.substr(pos, end - pos);
+    pos = end + 1;
+    ++line_no;
+    if (auto hash = line.find('#'); hash != std::string::npos) line.resize(hash);
+    for (char& ch : line) {
+      if (ch == ',' || ch == '\t' || ch == '\r') ch = ' ';
+    }
+    std::istringstream in(line);
+    std::string trace, ms_text, extra;
+    if (!(in >> trace)) continue;  // blank or comment
+    char* stop = nullptr;
+    double ms = 0;
+    if (in >> ms_text) ms = std::strtod(ms_text.c_str(), &stop);
+    if (ms_text.empty() || stop == nullptr || *stop != '\0' || !(ms > 0) || (in >> extra)) {
+      return ParseError(fmt::format("{}:{}: expected `TRACE MS` (a step time in ms > 0), got \"{}\"", path, line_no, line));
+    }
+    out[trace] = static_cast<TimeNs>(std::llround(ms * 1e6));
+  }
+  if (out.empty()) return ParseError(path + ": no `TRACE MS` lines");
+  return out;
 }
 
 std::string CalibrationToJsonText(const OverheadCalibration& c) {

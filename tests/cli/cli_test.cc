@@ -126,6 +126,24 @@ TEST(CliTest, CalibratedOverheadReproducesInAnalyze) {
   EXPECT_NEAR(s["iteration_time_us"]["corrected"].get<double>(), 8290.0, 0.005 * 8290.0);
   EXPECT_EQ(s["overhead"]["source"], "step-time");
   EXPECT_EQ(s["overhead"]["confidence"], "high");
+
+  // A file of step times: by path or by file name; a trace it does not list keeps the
+  // calibration; a malformed line is an error naming the file and the line.
+  const auto file = (std::filesystem::temp_directory_path() / "emo_cli_test_step_times.txt").string();
+  std::ofstream(file) << "# unprofiled step times\n" << light << " 8.29\nmlp_small_train_sync_shapes.json.gz, 9.5\n";
+  const std::string other = dir + "bert_infer_sync_light.json.gz";
+  const auto many = EmoJson("analyze " + light + " " + shapes + " " + other + " --step-times " + file, "analyze_step_times");
+  ASSERT_TRUE(many.is_object());
+  const auto& traces = many["traces"];
+  ASSERT_EQ(traces.size(), 3u);
+  EXPECT_NEAR(traces[0]["iteration_time_us"]["corrected"].get<double>(), 8290.0, 0.005 * 8290.0);
+  EXPECT_NEAR(traces[1]["iteration_time_us"]["corrected"].get<double>(), 9500.0, 0.005 * 9500.0);
+  EXPECT_EQ(traces[2]["overhead"]["source"], "calibration");
+  std::ofstream(file) << light << " fast\n";
+  const EmoRun bad = Emo("analyze " + light + " --step-times " + file);
+  EXPECT_NE(bad.exit_code, 0);
+  EXPECT_NE(bad.out.find(file + ":1:"), std::string::npos) << bad.out;
+  std::filesystem::remove(file);
 }
 
 // The shipped calibration marks how far to trust it: a loop unlike the ones it was fitted on

@@ -18,13 +18,15 @@ int Fail(const char* command, const Status& status);
 Status WriteJson(const std::string& path, const nlohmann::json& j);
 
 // Profiler-overhead flags shared by analyze, whatif and optimize:
-// --correct-overhead auto|off, --step-time MS, --overhead-calibration FILE.
+// --correct-overhead auto|off, --step-time MS, --step-times FILE, --overhead-calibration FILE.
 struct OverheadFlags {
   std::string mode = "auto";
   double step_time_ms = -1;
+  std::string step_times;
   std::string calibration;
 };
 void AddOverheadFlags(CLI::App* cmd, OverheadFlags& flags);
-analysis::OverheadOptions ToOverheadOptions(const OverheadFlags& flags);
+// Errors: an unreadable or malformed --step-times file (named, with the line).
+Result<analysis::OverheadOptions> ToOverheadOptions(const OverheadFlags& flags);
 
 }  // namespace emo::cli

@@ -81,7 +81,9 @@ void PrintSummary(const analysis::TraceAnalysis& a) {
 int RunAnalyze(const AnalyzeArgs& args) {
   analysis::AnalyzeOptions options;
   options.iteration_regex = args.iteration;
-  options.overhead = ToOverheadOptions(args.overhead);
+  auto overhead = ToOverheadOptions(args.overhead);
+  if (!overhead.ok()) return Fail("analyze", overhead.status());
+  options.overhead = std::move(overhead).value();
   options.slack_threshold_ns = static_cast<TimeNs>(args.slack_threshold_us * 1e3);
   std::vector<analysis::TraceAnalysis> all;
   for (const auto& path : args.traces) {

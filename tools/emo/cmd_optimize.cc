@@ -35,7 +35,9 @@ int RunOptimize(const OptimizeArgs& args) {
   if (!device.ok()) return Fail("optimize", device.status());
   analysis::AnalyzeOptions options;
   options.iteration_regex = args.iteration;
-  options.overhead = ToOverheadOptions(args.overhead);
+  auto overhead = ToOverheadOptions(args.overhead);
+  if (!overhead.ok()) return Fail("optimize", overhead.status());
+  options.overhead = std::move(overhead).value();
   opt::TracePlanOptions plan_options;
   plan_options.max_slowdown = args.max_slowdown;
   plan_options.packing.min_pack_ns = static_cast<TimeNs>(args.min_pack_ms * 1e6);

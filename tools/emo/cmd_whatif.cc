@@ -27,7 +27,9 @@ int RunWhatif(const WhatifArgs& args) {
   }
   analysis::AnalyzeOptions options;
   options.iteration_regex = args.iteration;
-  options.overhead = ToOverheadOptions(args.overhead);
+  auto overhead = ToOverheadOptions(args.overhead);
+  if (!overhead.ok()) return Fail("whatif", overhead.status());
+  options.overhead = std::move(overhead).value();
   nlohmann::json out = nlohmann::json::array();
   for (const auto& path : args.traces) {
     fmt::print(stderr, "emo whatif: reading {} ...\n", path);

@@ -2,6 +2,7 @@
 // graph, replay, find iterations, slack, the critical path and per-GPU slack windows.
 #pragma once
 
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -24,6 +25,9 @@ namespace emo::analysis {
 struct OverheadOptions {
   enum class Mode { kAuto, kOff } mode = Mode::kAuto;
   TimeNs step_time_ns = -1;       // measured unprofiled step time: fit the CPU scale to it
+  // Measured unprofiled step times per trace (LoadStepTimes), looked up by the trace's path as
+  // given, then by its file name; used when step_time_ns is not set.
+  std::map<std::string, TimeNs> step_times_ns;
   std::string calibration_path;   // from `emo calibrate-overhead --json`; "" = shipped
 };
 

@@ -64,6 +64,10 @@ Result<OverheadCalibration> LoadOverheadCalibration(const std::string& path);
 // The calibration file format `emo calibrate-overhead --json` writes and the loader reads.
 std::string CalibrationToJsonText(const OverheadCalibration& c);
 
+// A file of measured unprofiled step times, one trace per line: `TRACE MS` (whitespace or a
+// comma between them; `#` starts a comment). Errors name the file and the line.
+Result<std::map<std::string, TimeNs>> LoadStepTimes(const std::string& path);
+
 // The median traced duration of each gauge event over every iteration of the given traces:
 // the reference table of a calibration (needs no unprofiled time).
 std::map<std::string, double> GaugeReference(const std::vector<const graph::Graph*>& graphs,
