@@ -73,6 +73,7 @@ Result<OverheadModel> ChooseOverheadModel(const TraceAnalysis& a, const Overhead
     // A measured unprofiled step time fixes the CPU scale of this trace exactly.
     OverheadModel m = ModelFromCalibration(*a.graph, a.iterations, a.steady, shapes, calibration);
     m.cpu_scale = FitCpuScale(*a.graph, a.iterations, a.steady, a.traced_durations, step_time_ns);
+    m.ratio = m.cpu_scale * m.gauge.slowdown;  // the ratio this trace needs on its own
     m.source = OverheadSource::kStepTime;
     m.confidence = "high";
     m.note = "CPU scale fitted to the measured unprofiled step time";
