@@ -62,15 +62,8 @@ class Nvml:
 
 
 # ---------------------------------------------------------------- workloads
-def mlp_small_train():
-    """Many tiny layers: launch- and CPU-bound, where the profiler's overhead dominates."""
-    layers = []
-    for _ in range(24):
-        layers += [nn.Linear(512, 512), nn.LayerNorm(512), nn.GELU()]
-    model = nn.Sequential(*layers, nn.Linear(512, 10)).to(DEV)
-    opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
-    x = torch.randn(256, 512, device=DEV)
-    y = torch.randint(0, 10, (256,), device=DEV)
+def classifier_step(model, opt, x, y):
+    """One training step of a classifier on a fixed batch: cross-entropy, backward, optimizer."""
     loss_fn = nn.CrossEntropyLoss()
 
     def step():
@@ -80,6 +73,18 @@ def mlp_small_train():
         opt.step()
 
     return step
+
+
+def mlp_small_train():
+    """Many tiny layers: launch- and CPU-bound, where the profiler's overhead dominates."""
+    layers = []
+    for _ in range(24):
+        layers += [nn.Linear(512, 512), nn.LayerNorm(512), nn.GELU()]
+    model = nn.Sequential(*layers, nn.Linear(512, 10)).to(DEV)
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
+    x = torch.randn(256, 512, device=DEV)
+    y = torch.randint(0, 10, (256,), device=DEV)
+    return classifier_step(model, opt, x, y)
 
 
 def bert_infer():
@@ -178,15 +183,7 @@ def resnet_small_train():
     opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
     x = torch.randn(32, 3, 128, 128, device=DEV)
     y = torch.randint(0, 100, (32,), device=DEV)
-    loss_fn = nn.CrossEntropyLoss()
-
-    def step():
-        opt.zero_grad(set_to_none=True)
-        loss = loss_fn(model(x), y)
-        loss.backward()
-        opt.step()
-
-    return step
+    return classifier_step(model, opt, x, y)
 
 
 def lstm_lm_train():
