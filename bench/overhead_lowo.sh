@@ -57,12 +57,18 @@ def coverage():
 HEAD = (f"{'trace':<34} {'traced ms':>9} {'true ms':>8} {'corrected':>9} {'error %':>8} {'range ms':^17} "
         f"{'conf.':<6} {'slowdown':>8} {'scale':>6}   calibration")
 
+def lowo(works, name, label):
+    """Each workload scored with a calibration fitted on the others of `works`."""
+    worst = 0
+    for held in works:
+        train = [w for w in works if w != held]
+        cal, ratio = calibrate(train, f"{name}_{held}")
+        worst = max(worst, score([held], cal, lambda c, ov: f"{label(train)} (ratio {ratio[c]:.4f})"))
+    return worst
+
+
 print("leave-one-workload-out on ../shared/traces/h200/overhead:\n" + HEAD)
-worst = 0
-for held in TRAIN:
-    train = [w for w in TRAIN if w != held]
-    cal, ratio = calibrate(train, f"lowo_{held}")
-    worst = max(worst, score([held], cal, lambda c, ov: f"{'+'.join(train)} (ratio {ratio[c]:.4f})"))
+worst = lowo(TRAIN, "lowo", lambda train: "+".join(train))
 print(f"worst |error|: {worst:.1f} %; {coverage()}")
 
 print(f"\nheld-out workloads ({h}), shipped calibration:\n" + HEAD)
@@ -75,11 +81,7 @@ print(f"worst |error| (second held-out set, shipped): {worst:.1f} %; {coverage()
 
 ALL = TRAIN + HELD + HELD2
 print(f"\nall {len(ALL)} workloads, leave-one-workload-out (calibration from the other {len(ALL) - 1}):\n" + HEAD)
-worst = 0
-for held in ALL:
-    train = [w for w in ALL if w != held]
-    cal, ratio = calibrate(train, f"lowo_all_{held}")
-    worst = max(worst, score([held], cal, lambda c, ov: f"the other {len(ALL) - 1} (ratio {ratio[c]:.4f})"))
+worst = lowo(ALL, "lowo_all", lambda train: f"the other {len(train)}")
 print(f"worst |error| (all workloads): {worst:.1f} %; {coverage()}")
 
 # The workload traces beside overhead/ (run-ahead loop, record_shapes on) against measured.json's

@@ -62,11 +62,12 @@ class Nvml:
 
 
 # ---------------------------------------------------------------- workloads
-def classifier_step(model, opt, x, y):
-    """One training step of a classifier on a fixed batch: cross-entropy, backward, optimizer."""
+def classifier_step(model, opt, batch):
+    """One training step of a classifier: cross-entropy on `batch()` -> (x, y), backward, optimizer."""
     loss_fn = nn.CrossEntropyLoss()
 
     def step():
+        x, y = batch()
         opt.zero_grad(set_to_none=True)
         loss = loss_fn(model(x), y)
         loss.backward()
@@ -84,7 +85,7 @@ def mlp_small_train():
     opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
     x = torch.randn(256, 512, device=DEV)
     y = torch.randint(0, 10, (256,), device=DEV)
-    return classifier_step(model, opt, x, y)
+    return classifier_step(model, opt, lambda: (x, y))
 
 
 def bert_infer():
@@ -117,23 +118,17 @@ def cnn_dataload_train():
 
     model = nn.Sequential(*blocks(), nn.Flatten(), nn.Linear(256 * 4 * 4, 10)).to(DEV)
     opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
-    loss_fn = nn.CrossEntropyLoss()
     state = {"it": iter(loader)}
 
-    def step():
+    def batch():
         try:
             xb, yb = next(state["it"])
         except StopIteration:
             state["it"] = iter(loader)
             xb, yb = next(state["it"])
-        xb = xb.to(DEV, non_blocking=True)
-        yb = yb.to(DEV, non_blocking=True)
-        opt.zero_grad(set_to_none=True)
-        loss = loss_fn(model(xb), yb)
-        loss.backward()
-        opt.step()
+        return xb.to(DEV, non_blocking=True), yb.to(DEV, non_blocking=True)
 
-    return step
+    return classifier_step(model, opt, batch)
 
 
 def gpt_small_train():
@@ -183,7 +178,7 @@ def resnet_small_train():
     opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
     x = torch.randn(32, 3, 128, 128, device=DEV)
     y = torch.randint(0, 100, (32,), device=DEV)
-    return classifier_step(model, opt, x, y)
+    return classifier_step(model, opt, lambda: (x, y))
 
 
 def lstm_lm_train():

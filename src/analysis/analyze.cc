@@ -57,10 +57,7 @@ bool IsProfilerTrace(const trace::Trace& t) {
 
 Result<OverheadModel> ChooseOverheadModel(const TraceAnalysis& a, const OverheadOptions& o) {
   if (o.mode == OverheadOptions::Mode::kOff) return OverheadModel{};
-  OverheadCalibration calibration = ShippedCalibration();
-  if (!o.calibration_path.empty()) {
-    EMO_ASSIGN_OR_RETURN(calibration, LoadOverheadCalibration(o.calibration_path));
-  }
+  const OverheadCalibration calibration = o.calibration ? *o.calibration : ShippedCalibration();
   const bool shapes = a.trace->meta.record_shapes;
   TimeNs step_time_ns = o.step_time_ns;
   if (step_time_ns <= 0 && !o.step_times_ns.empty()) {
@@ -72,17 +69,15 @@ Result<OverheadModel> ChooseOverheadModel(const TraceAnalysis& a, const Overhead
   if (step_time_ns > 0) {
     // A measured unprofiled step time fixes the CPU scale of this trace exactly.
     OverheadModel m = ModelFromCalibration(*a.graph, a.iterations, a.steady, shapes, calibration);
-    m.cpu_scale = FitCpuScale(*a.graph, a.iterations, a.steady, a.traced_durations, step_time_ns);
+    m.cpu_scale = FitCpuScale(*a.graph, a.iterations, a.steady, a.traced_durations, a.cpu_floors, step_time_ns);
     m.ratio = m.cpu_scale * m.gauge.slowdown;  // the ratio this trace needs on its own
     m.source = OverheadSource::kStepTime;
     m.confidence = "high";
     m.note = "CPU scale fitted to the measured unprofiled step time";
-    if (m.cpu_scale >= 1.5) {
+    if (AtCpuScaleBound(m.cpu_scale)) {
       m.confidence = "low";
-      m.note += "; the measured step is far longer than the traced one: not a profiler effect";
-    } else if (m.cpu_scale <= 0.05) {
-      m.confidence = "low";
-      m.note += "; the measured step is shorter than the traced GPU work allows";
+      m.note += m.cpu_scale > 1 ? "; the measured step is far longer than the traced one: not a profiler effect"
+                                : "; the measured step is shorter than the traced GPU work allows";
     }
     return m;
   }
@@ -98,11 +93,13 @@ void BandCorrectedTime(TraceAnalysis& a) {
   a.corrected_lo_ns = a.corrected_hi_ns = a.timeline_ns();
   auto& m = a.overhead;
   if (m.source != OverheadSource::kCalibration || (m.band_lo == 1 && m.band_hi == 1)) return;
-  a.corrected_lo_ns = CorrectedIterationTime(*a.graph, a.iterations, a.steady, a.traced_durations, m.cpu_scale * m.band_lo);
-  a.corrected_hi_ns = CorrectedIterationTime(*a.graph, a.iterations, a.steady, a.traced_durations, m.cpu_scale * m.band_hi);
+  auto time = [&](double scale) {
+    return CorrectedIterationTime(*a.graph, a.iterations, a.steady, a.traced_durations, a.cpu_floors, scale);
+  };
+  a.corrected_lo_ns = time(m.cpu_scale * m.band_lo);
+  a.corrected_hi_ns = time(m.cpu_scale * m.band_hi);
   constexpr double kInsensitive = 0.05;
-  // (Not for a rank of a multi-GPU job: there the iteration waits for the other ranks.)
-  if (a.trace->collectives.empty() &&
+  if (!m.waits_on_other_ranks &&
       static_cast<double>(a.corrected_hi_ns - a.corrected_lo_ns) < kInsensitive * static_cast<double>(a.timeline_ns())) {
     m.confidence = "medium";
     m.note += "; GPU-bound once corrected: the iteration time barely depends on the ratio";
@@ -122,6 +119,7 @@ Result<TraceAnalysis> AnalyzeTrace(const std::string& path, const AnalyzeOptions
 
   const auto& n = a.graph->nodes();
   a.traced_durations = MeasuredDurations(*a.graph);
+  a.cpu_floors = CpuFloorsNs(*a.graph, a.traced_durations);
   a.measured = Schedule{n.start, n.end};
   a.replayed = Replay(*a.graph, a.traced_durations);
   a.measured_times = IterationTimes(*a.graph, a.iterations, a.measured);
@@ -129,7 +127,7 @@ Result<TraceAnalysis> AnalyzeTrace(const std::string& path, const AnalyzeOptions
   a.steady = SteadyIteration(a.measured_times);
 
   EMO_ASSIGN_OR_RETURN(a.overhead, ChooseOverheadModel(a, options.overhead));
-  a.durations = CorrectedDurations(*a.graph, a.traced_durations, a.overhead.cpu_scale, a.overhead.floor_fraction);
+  a.durations = CorrectedDurations(a.traced_durations, a.cpu_floors, a.overhead.cpu_scale);
   a.timeline = a.corrected() ? Replay(*a.graph, a.durations) : a.replayed;
   a.timeline_times = IterationTimes(*a.graph, a.iterations, a.timeline);
   BandCorrectedTime(a);

@@ -39,6 +39,14 @@ TimeNs ShiftOnThread(const graph::Graph& g, const std::vector<uint32_t>& nodes, 
 
 }  // namespace
 
+int32_t IterationAt(const IterationMap& m, TimeNs time) {
+  auto it = std::upper_bound(m.iterations.begin(), m.iterations.end(), time,
+                             [](TimeNs x, const Iteration& itv) { return x < itv.start; });
+  if (it == m.iterations.begin()) return -1;
+  --it;
+  return time < it->end ? static_cast<int32_t>(it - m.iterations.begin()) : -1;
+}
+
 Result<IterationMap> FindIterations(const graph::Graph& g, const std::string& regex) {
   const auto& t = g.trace();
   std::regex re;
@@ -74,15 +82,8 @@ Result<IterationMap> FindIterations(const graph::Graph& g, const std::string& re
     m.iterations.push_back({"whole trace", trace::ThreadId::Invalid(), lo, hi});
     return m;
   }
-  auto iteration_at = [&](TimeNs time) -> int32_t {
-    auto it = std::upper_bound(m.iterations.begin(), m.iterations.end(), time,
-                               [](TimeNs x, const Iteration& itv) { return x < itv.start; });
-    if (it == m.iterations.begin()) return -1;
-    --it;
-    return time < it->end ? static_cast<int32_t>(it - m.iterations.begin()) : -1;
-  };
   for (uint32_t v = 0; v < n.size(); ++v) {
-    if (n.kind[v] != NodeKind::kGpuOp) m.node_iteration[v] = iteration_at(n.start[v]);
+    if (n.kind[v] != NodeKind::kGpuOp) m.node_iteration[v] = IterationAt(m, n.start[v]);
   }
   for (uint32_t v = 0; v < n.size(); ++v) {
     if (n.kind[v] != NodeKind::kGpuOp) continue;

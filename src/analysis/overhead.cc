@@ -5,11 +5,13 @@
 #include <cstdlib>
 #include <sstream>
 #include <unordered_map>
+#include <utility>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
 #include "emo/base/file.h"
+#include "emo/base/stats.h"
 
 namespace emo::analysis {
 
@@ -51,14 +53,6 @@ bool IsGaugeApiCall(std::string_view name) {
 
 namespace {
 
-double Median(std::vector<double>& v) {
-  if (v.empty()) return 0;
-  auto mid = v.begin() + static_cast<std::ptrdiff_t>(v.size() / 2);
-  std::nth_element(v.begin(), mid, v.end());
-  if (v.size() % 2 == 1) return *mid;
-  return 0.5 * (*mid + *std::max_element(v.begin(), mid));
-}
-
 // The recorded CPU events of one iteration on one thread that the gauge reads.
 struct Unit {
   std::vector<std::pair<trace::StringId, double>> leaf;   // leaf operators: name, duration (ns)
@@ -88,15 +82,11 @@ std::vector<std::vector<Unit>> GaugeUnits(const graph::Graph& g, const Iteration
     const std::string_view name = t.Name(trace::StringId(k));
     fixed[k] = IsGaugeOperator(name) ? kOperator : IsGaugeApiCall(name) ? kApi : kNone;
   }
-  std::vector<TimeNs> starts;
-  for (const auto& i : it.iterations) starts.push_back(i.start);
   for (uint32_t e = 0; e < cpu.size(); ++e) {
-    auto pos = std::upper_bound(starts.begin(), starts.end(), cpu.start[e]);
-    if (pos == starts.begin()) continue;
-    const size_t i = static_cast<size_t>(pos - starts.begin()) - 1;
-    if (cpu.start[e] >= it.iterations[i].end) continue;
+    const int32_t i = IterationAt(it, cpu.start[e]);
+    if (i < 0) continue;
     const auto dur = static_cast<double>(cpu.end[e] - cpu.start[e]);
-    Unit& u = units[i][cpu.thread[e].value()];
+    Unit& u = units[static_cast<size_t>(i)][cpu.thread[e].value()];
     const uint8_t f = fixed[cpu.name[e].value()];
     const bool api = cpu.kind[e] == trace::CpuKind::kRuntime || cpu.kind[e] == trace::CpuKind::kDriver;
     if (cpu.kind[e] == trace::CpuKind::kOp && !has_child[e]) {
@@ -150,7 +140,7 @@ std::map<std::string, double> GaugeReference(const std::vector<const graph::Grap
     }
   }
   std::map<std::string, double> ref;
-  for (auto& [name, v] : all) ref[name] = Median(v);
+  for (auto& [name, v] : all) ref[name] = Median(std::move(v));
   return ref;
 }
 
@@ -172,7 +162,7 @@ SpeedGauge MeasureSpeedGauge(const graph::Graph& g, const IterationMap& it, size
     }
   }
   std::unordered_map<uint32_t, double> median;
-  for (auto& [name, v] : by_name) median[name] = Median(v);
+  for (auto& [name, v] : by_name) median[name] = Median(std::move(v));
   std::vector<std::vector<double>> relative(units.size(), std::vector<double>(threads, 0.0));
   for (size_t i = 0; i < units.size(); ++i) {
     for (size_t th = 0; th < threads; ++th) {
@@ -276,51 +266,63 @@ TimeNs KnownApiFloorNs(std::string_view name) {
   return -1;
 }
 
-TimeNs FloorNs(TimeNs known, TimeNs traced, double floor_fraction) {
-  const auto fraction = static_cast<TimeNs>(floor_fraction * static_cast<double>(traced));
-  return std::min(traced, known >= 0 ? known : fraction);
-}
-
 }  // namespace
 
-TimeNs ApiCallFloorNs(std::string_view name, TimeNs traced, double floor_fraction) {
-  return FloorNs(KnownApiFloorNs(name), traced, floor_fraction);
+bool AtCpuScaleBound(double cpu_scale) {
+  return cpu_scale <= kMinCpuScale * (1 + 1e-9) || cpu_scale >= kMaxCpuScale * (1 - 1e-9);
 }
 
-std::vector<TimeNs> CorrectedDurations(const graph::Graph& g, const std::vector<TimeNs>& traced,
-                                       double cpu_scale, double floor_fraction) {
-  std::vector<TimeNs> d = traced;
-  if (cpu_scale == 1.0) return d;
+TimeNs ApiCallFloorNs(std::string_view name, TimeNs traced) {
+  const TimeNs known = KnownApiFloorNs(name);
+  return std::min(traced, known >= 0 ? known : static_cast<TimeNs>(kCpuFloorFraction * static_cast<double>(traced)));
+}
+
+std::vector<TimeNs> CpuFloorsNs(const graph::Graph& g, const std::vector<TimeNs>& traced) {
   const auto& n = g.nodes();
   const auto& t = g.trace();
   std::vector<TimeNs> known(t.strings.size());  // per interned name, looked up once
   for (uint32_t k = 0; k < t.strings.size(); ++k) known[k] = KnownApiFloorNs(t.Name(trace::StringId(k)));
+  std::vector<TimeNs> floors(n.size(), -1);
   for (uint32_t v = 0; v < n.size(); ++v) {
-    if (n.kind[v] == NodeKind::kGpuOp) continue;
+    const auto fraction = static_cast<TimeNs>(kCpuFloorFraction * static_cast<double>(traced[v]));
+    if (n.kind[v] == NodeKind::kCpuInterval) {
+      floors[v] = fraction;
+    } else if (n.kind[v] == NodeKind::kApiCall) {
+      const TimeNs k = known[t.cpu.name[n.ref[v]].value()];
+      floors[v] = std::min(traced[v], k >= 0 ? k : fraction);
+    }
+  }
+  return floors;
+}
+
+std::vector<TimeNs> CorrectedDurations(const std::vector<TimeNs>& traced, const std::vector<TimeNs>& floors,
+                                       double cpu_scale) {
+  std::vector<TimeNs> d = traced;
+  if (cpu_scale == 1.0) return d;
+  for (size_t v = 0; v < d.size(); ++v) {
+    if (floors[v] < 0) continue;  // GPU op
     const auto scaled = static_cast<TimeNs>(std::llround(cpu_scale * static_cast<double>(traced[v])));
-    const TimeNs floor = n.kind[v] == NodeKind::kApiCall
-                             ? FloorNs(known[t.cpu.name[n.ref[v]].value()], traced[v], floor_fraction)
-                             : static_cast<TimeNs>(floor_fraction * static_cast<double>(traced[v]));
-    d[v] = cpu_scale > 1.0 ? scaled : std::max(floor, scaled);
+    d[v] = cpu_scale > 1.0 ? scaled : std::max(floors[v], scaled);
   }
   return d;
 }
 
 TimeNs CorrectedIterationTime(const graph::Graph& g, const IterationMap& it, size_t steady,
-                              const std::vector<TimeNs>& traced, double cpu_scale) {
-  const OverheadModel defaults;
-  auto d = CorrectedDurations(g, traced, cpu_scale, defaults.floor_fraction);
-  return IterationTimes(g, it, Replay(g, d))[steady];
+                              const std::vector<TimeNs>& traced, const std::vector<TimeNs>& floors,
+                              double cpu_scale) {
+  return IterationTimes(g, it, Replay(g, CorrectedDurations(traced, floors, cpu_scale)))[steady];
 }
 
 double FitCpuScale(const graph::Graph& g, const IterationMap& it, size_t steady,
-                   const std::vector<TimeNs>& traced, TimeNs unprofiled_ns) {
-  double lo = 0.05, hi = 1.5;
-  if (CorrectedIterationTime(g, it, steady, traced, lo) >= unprofiled_ns) return lo;
-  if (CorrectedIterationTime(g, it, steady, traced, hi) <= unprofiled_ns) return hi;
+                   const std::vector<TimeNs>& traced, const std::vector<TimeNs>& floors,
+                   TimeNs unprofiled_ns) {
+  auto time = [&](double scale) { return CorrectedIterationTime(g, it, steady, traced, floors, scale); };
+  double lo = kMinCpuScale, hi = kMaxCpuScale;
+  if (time(lo) >= unprofiled_ns) return lo;
+  if (time(hi) <= unprofiled_ns) return hi;
   for (int k = 0; k < 40 && hi - lo > 1e-5; ++k) {
     const double mid = 0.5 * (lo + hi);
-    (CorrectedIterationTime(g, it, steady, traced, mid) < unprofiled_ns ? lo : hi) = mid;
+    (time(mid) < unprofiled_ns ? lo : hi) = mid;
   }
   return 0.5 * (lo + hi);
 }
@@ -338,45 +340,42 @@ OverheadModel ModelFromCalibration(const graph::Graph& g, const IterationMap& it
   }
   m.gauge = MeasureSpeedGauge(g, it, steady, c.reference_ns);
   m.cpu_scale = m.ratio * m.gauge.b();
+  m.waits_on_other_ranks = !g.trace().collectives.empty();
   m.band_lo = 0.55;
   m.band_hi = 1.5;
+  m.confidence = "low";
+  const std::string calibration = fmt::format("{} {} calibration", c.source, config);
+  const std::string head = calibration + ", CPU speed gauge";
   if (!m.gauge.measured) {
-    m.confidence = "low";
-    m.note = std::string(c.source) + " " + config +
-             " calibration; the trace has no fixed-cost events (aten::empty, kernel launches) to gauge "
-             "its CPU speed, so the traced speed is taken as the reference: pass --step-time";
+    m.note = calibration + "; the trace has no fixed-cost events (aten::empty, kernel launches) to gauge its "
+                           "CPU speed, so the traced speed is taken as the reference: pass --step-time";
     return m;
   }
-  if (!g.trace().collectives.empty()) {
-    // A rank's iteration waits in collectives for the other ranks, whose profiler overhead
-    // this trace cannot undo.
-    m.confidence = "low";
-    m.note = fmt::format(
-        "{} {} calibration, CPU speed gauge, this rank only: its collectives wait for other ranks, "
-        "whose own profiler overhead is not undone (our 2-GPU DDP and pipeline traces: +23 to +168 % "
-        "against the measured unprofiled step, BENCHMARKS.md): pass --step-time",
-        c.source, config);
+  if (m.waits_on_other_ranks) {
+    m.note = head + ", this rank only: its collectives wait for other ranks, whose own profiler overhead is "
+                    "not undone (our 2-GPU DDP and pipeline traces: +23 to +168 % against the measured "
+                    "unprofiled step, BENCHMARKS.md): pass --step-time";
     return m;
   }
   const double density = m.gauge.Density();
+  const std::string range = fmt::format("{:.0f}-{:.0f}", c.density_lo, c.density_hi);
   constexpr double kTolerance = 1.25;
   if (c.density_hi > 0 && (density < c.density_lo / kTolerance || density > c.density_hi * kTolerance)) {
-    m.confidence = "low";
     m.note = fmt::format(
-        "{} {} calibration, CPU speed gauge; this loop records {:.0f} leaf operators per ms of CPU time "
-        "at the reference speed, the calibration's loops {:.0f}-{:.0f}: its ratio may not transfer (on our "
-        "H200, loops outside the range were off by 7-72 %, BENCHMARKS.md): pass --step-time",
-        c.source, config, density, c.density_lo, c.density_hi);
+        "{}; this loop records {:.0f} leaf operators per ms of CPU time at the reference speed, the "
+        "calibration's loops {}: its ratio may not transfer (on our H200, loops outside the range were off "
+        "by 7-72 %, BENCHMARKS.md): pass --step-time",
+        head, density, range);
     return m;
   }
   m.confidence = "medium";
   m.band_lo = 0.8;
   m.band_hi = 1.35;
   m.note = fmt::format(
-      "{} {} calibration, CPU speed gauge (leaf-operator density {:.0f}/ms, inside the calibration's "
-      "{:.0f}-{:.0f}); on our H200 training loops within 10 % leave-one-workload-out, up to 23 % off on "
-      "unseen ones (BENCHMARKS.md): pass --step-time for a calibrated run",
-      c.source, config, density, c.density_lo, c.density_hi);
+      "{} (leaf-operator density {:.0f}/ms, inside the calibration's {}); on our H200 training loops within "
+      "10 % leave-one-workload-out, up to 23 % off on unseen ones (BENCHMARKS.md): pass --step-time for a "
+      "calibrated run",
+      head, density, range);
   return m;
 }
 
@@ -384,7 +383,7 @@ double FitRatio(const std::vector<CalibrationSample>& samples) {
   auto loss = [&](double ratio) {
     double sum = 0;
     for (const auto& s : samples) {
-      const TimeNs c = CorrectedIterationTime(*s.graph, *s.iterations, s.steady, *s.traced, ratio * s.b);
+      const TimeNs c = CorrectedIterationTime(*s.graph, *s.iterations, s.steady, *s.traced, *s.floors, ratio * s.b);
       const double r = std::log(static_cast<double>(std::max<TimeNs>(1, c)) / static_cast<double>(s.unprofiled_ns));
       sum += r * r;
     }
@@ -454,13 +453,13 @@ Result<std::map<std::string, TimeNs>> LoadStepTimes(const std::string& path) {
   return out;
 }
 
-std::string CalibrationToJsonText(const OverheadCalibration& c) {
+nlohmann::json CalibrationToJson(const OverheadCalibration& c) {
   nlohmann::json j;
   j["format"] = "emo-overhead-calibration-1";
   j["reference_ns"] = c.reference_ns;
   j["ratio"] = {{"light", c.ratio_light}, {"shapes", c.ratio_shapes}};
   j["leaf_ops_per_ms"] = {c.density_lo, c.density_hi};
-  return j.dump(2) + "\n";
+  return j;
 }
 
 Result<OverheadCalibration> LoadOverheadCalibration(const std::string& path) {

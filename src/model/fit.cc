@@ -9,6 +9,8 @@
 #include <Eigen/Dense>
 #include <fmt/format.h>
 
+#include "emo/base/stats.h"
+
 namespace emo::model {
 namespace {
 
@@ -313,10 +315,7 @@ Result<ProfileFit> FitProfile(const StageProfile& profile, std::span<const MegaH
       }
       top_power[u] = count > 0 ? sum / count : 0.0;
     }
-    std::vector<double> sorted = top_power;
-    std::sort(sorted.begin(), sorted.end());
-    const double median_top = sorted.size() % 2 ? sorted[sorted.size() / 2]
-                                                : 0.5 * (sorted[sorted.size() / 2 - 1] + sorted[sorted.size() / 2]);
+    const double median_top = Median(top_power);
     const double limit = options.pinned->power_limit.value();
     fit.top_power_fraction = limit > 0.0 ? median_top / limit : 0.0;
     fit.power_limited = limit > 0.0 && median_top >= options.pinned->limited_fraction * limit;
@@ -434,21 +433,15 @@ FitSummary SummarizeFit(const StageProfile& profile, const ProfileFit& fit) {
     }
     s.capped_units += capped ? 1 : 0;
   }
-  auto median = [](std::vector<double> v) {
-    if (v.empty()) return 0.0;
-    std::sort(v.begin(), v.end());
-    const size_t m = v.size() / 2;
-    return v.size() % 2 ? v[m] : 0.5 * (v[m - 1] + v[m]);
-  };
   if (!share.empty()) {
     s.comp_share_min = *std::min_element(share.begin(), share.end());
     s.comp_share_max = *std::max_element(share.begin(), share.end());
-    s.comp_share_median = median(share);
+    s.comp_share_median = Median(share);
     s.activity_min = *std::min_element(activity.begin(), activity.end());
     s.activity_max = *std::max_element(activity.begin(), activity.end());
-    s.activity_median = median(activity);
+    s.activity_median = Median(activity);
   }
-  s.cap_power_w = median(cap_power);
+  s.cap_power_w = Median(cap_power);
   if (n > 0) {
     s.time_mape_pct = 100.0 * sum_t / static_cast<double>(n);
     s.energy_mape_pct = 100.0 * sum_e / static_cast<double>(n);

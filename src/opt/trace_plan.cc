@@ -24,16 +24,13 @@ struct PackModel {
   std::vector<size_t> front;                // Pareto options, fastest first
   size_t default_index = 0;                 // index of the default clock in options
   std::vector<uint8_t> op_class;            // kernel class of each of the pack's ops
-  // Per option and class: an op's time at that clock over its time at the default clock.
-  // A device constant per class, so a clock stretches an op the same whatever pack holds it.
-  std::vector<std::array<double, model::kNumKernelClasses>> stretch;
 };
 
 class Evaluator {
  public:
   Evaluator(const analysis::TraceAnalysis& a, const model::DeviceModel& d, const std::vector<packing::Pack>& packs,
             const std::vector<PackModel>& models)
-      : a_(a), d_(d), packs_(packs), models_(models) {}
+      : a_(a), d_(d), packs_(packs), models_(models), stretch_(model::ClassTimeRatios(d)) {}
 
   // Iteration time and energy with pack p at option choice[p] (an index into its options);
   // `windows`, when given, receives each pack's window length.
@@ -42,7 +39,7 @@ class Evaluator {
     std::vector<TimeNs> dur = a_.durations;
     for (size_t p = 0; p < packs_.size(); ++p) {
       const auto& m = models_[p];
-      const auto& stretch = m.stretch[choice[p]];
+      const auto& stretch = stretch_[choice[p]];  // options follow the device's clock table
       const auto& ops = packs_[p].ops;
       for (size_t k = 0; k < ops.size(); ++k) {
         auto& d = dur[ops[k].value()];
@@ -84,6 +81,9 @@ class Evaluator {
   const model::DeviceModel& d_;
   const std::vector<packing::Pack>& packs_;
   const std::vector<PackModel>& models_;
+  // Per clock of the device and kernel class: an op's time there over its time at the default
+  // clock, so a clock stretches an op the same whatever pack holds it.
+  std::vector<std::array<double, model::kNumKernelClasses>> stretch_;
 };
 
 // Greedy descent: from `choice`, repeatedly take the move of one pack to its next slower
@@ -134,18 +134,6 @@ std::vector<PackModel> BuildModels(const analysis::TraceAnalysis& a, const model
                                    const std::vector<packing::Pack>& packs) {
   const auto& n = a.graph->nodes();
   const auto& t = *a.trace;
-  // Each class's stretch per clock: the time of a unit of that class alone, against the
-  // default clock.
-  std::vector<std::array<double, model::kNumKernelClasses>> stretch(device.clocks.size());
-  for (size_t c = 0; c < model::kNumKernelClasses; ++c) {
-    model::ClassTimes one;
-    one.busy_s[c] = 1.0;
-    const auto unit = model::PackUnitModel(device, one, device.default_clock);
-    const double at_default = model::UnitTime(device.params, unit, device.default_clock);
-    for (size_t i = 0; i < device.clocks.size(); ++i) {
-      stretch[i][c] = model::UnitTime(device.params, unit, device.clocks[i]) / at_default;
-    }
-  }
   std::vector<PackModel> models(packs.size());
   for (size_t p = 0; p < packs.size(); ++p) {
     model::ClassTimes times;
@@ -156,7 +144,6 @@ std::vector<PackModel> BuildModels(const analysis::TraceAnalysis& a, const model
       m.op_class.push_back(static_cast<uint8_t>(cls));
     }
     m.options = model::PackClockOptions(device, times, device.default_clock);
-    m.stretch = stretch;
     m.front = model::ParetoFront(m.options);
     m.default_index = 0;
     for (size_t i = 0; i < m.options.size(); ++i) {

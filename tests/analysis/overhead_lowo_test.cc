@@ -61,7 +61,8 @@ TEST(OverheadLowoTest, HeldOutWorkloadWithinTenPercent) {
       for (const auto& r : runs) {
         if (r.workload == held || r.a.trace->meta.record_shapes != shapes) continue;
         const double b = MeasureSpeedGauge(*r.a.graph, r.a.iterations, r.a.steady, cal.reference_ns).b();
-        samples.push_back({r.a.graph.get(), &r.a.iterations, r.a.steady, &r.a.traced_durations, b, r.unprofiled_ns});
+        samples.push_back({r.a.graph.get(), &r.a.iterations, r.a.steady, &r.a.traced_durations, &r.a.cpu_floors, b,
+                           r.unprofiled_ns});
       }
       ASSERT_EQ(samples.size(), 4u);
       (shapes ? cal.ratio_shapes : cal.ratio_light) = FitRatio(samples);
@@ -70,7 +71,8 @@ TEST(OverheadLowoTest, HeldOutWorkloadWithinTenPercent) {
       if (r.workload != held) continue;
       const auto& a = r.a;
       const OverheadModel m = ModelFromCalibration(*a.graph, a.iterations, a.steady, a.trace->meta.record_shapes, cal);
-      const TimeNs corrected = CorrectedIterationTime(*a.graph, a.iterations, a.steady, a.traced_durations, m.cpu_scale);
+      const TimeNs corrected =
+          CorrectedIterationTime(*a.graph, a.iterations, a.steady, a.traced_durations, a.cpu_floors, m.cpu_scale);
       const double err = 100.0 * (static_cast<double>(corrected) / static_cast<double>(r.unprofiled_ns) - 1.0);
       std::cout << fmt::format("{:<60} traced {:7.2f} ms, corrected {:7.2f} ms, unprofiled {:7.2f} ms: {:+5.1f} %\n",
                                a.trace->meta.source_path, NsToMs(a.measured_ns()), NsToMs(corrected),

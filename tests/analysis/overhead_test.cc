@@ -5,6 +5,8 @@
 #include <filesystem>
 #include <fstream>
 
+#include <nlohmann/json.hpp>
+
 #include "emo/analysis/analyze.h"
 #include "emo/analysis/overhead.h"
 #include "emo/graph/graph_builder.h"
@@ -158,7 +160,8 @@ TEST(OverheadModelTest, ScaleIsRatioTimesReferenceShareAndConfidenceFollowsTheDe
 TEST(OverheadModelTest, CorrectionScalesCpuNodesAndKeepsGpuOps) {
   auto t = SpeedTrace({2.0});
   const auto traced = MeasuredDurations(t->graph);
-  const auto d = CorrectedDurations(t->graph, traced, 0.5, 0.2);
+  const auto floors = CpuFloorsNs(t->graph, traced);
+  const auto d = CorrectedDurations(traced, floors, 0.5);
   const auto& n = t->graph.nodes();
   const auto& tr = t->graph.trace();
   for (uint32_t v = 0; v < n.size(); ++v) {
@@ -166,13 +169,13 @@ TEST(OverheadModelTest, CorrectionScalesCpuNodesAndKeepsGpuOps) {
       EXPECT_EQ(d[v], traced[v]);
     } else if (n.kind[v] == graph::NodeKind::kApiCall) {
       // A 14 us launch keeps half, above the 2 us floor of a launch.
-      EXPECT_EQ(d[v], std::max(ApiCallFloorNs(tr.Name(tr.cpu.name[n.ref[v]]), traced[v], 0.2), traced[v] / 2));
+      EXPECT_EQ(d[v], std::max(ApiCallFloorNs(tr.Name(tr.cpu.name[n.ref[v]]), traced[v]), traced[v] / 2));
     } else {
       EXPECT_NEAR(static_cast<double>(d[v]), 0.5 * static_cast<double>(traced[v]), 1.0);
     }
   }
   // A launch never drops below its 2 us floor.
-  const auto tiny = CorrectedDurations(t->graph, traced, 0.05, 0.2);
+  const auto tiny = CorrectedDurations(traced, floors, 0.05);
   for (uint32_t v = 0; v < n.size(); ++v) {
     if (n.kind[v] == graph::NodeKind::kApiCall) {
       EXPECT_GE(tiny[v], 2000);
@@ -183,15 +186,16 @@ TEST(OverheadModelTest, CorrectionScalesCpuNodesAndKeepsGpuOps) {
 TEST(OverheadModelTest, FitCpuScaleHitsAReachableStepTime) {
   auto t = SpeedTrace({2.0});
   const auto traced = MeasuredDurations(t->graph);
-  const TimeNs full = CorrectedIterationTime(t->graph, t->iterations, 2, traced, 1.0);
+  const auto floors = CpuFloorsNs(t->graph, traced);
+  const TimeNs full = CorrectedIterationTime(t->graph, t->iterations, 2, traced, floors, 1.0);
   const TimeNs target = full * 6 / 10;
-  const double r = FitCpuScale(t->graph, t->iterations, 2, traced, target);
+  const double r = FitCpuScale(t->graph, t->iterations, 2, traced, floors, target);
   EXPECT_GT(r, 0.05);
   EXPECT_LT(r, 1.0);
-  EXPECT_NEAR(static_cast<double>(CorrectedIterationTime(t->graph, t->iterations, 2, traced, r)),
+  EXPECT_NEAR(static_cast<double>(CorrectedIterationTime(t->graph, t->iterations, 2, traced, floors, r)),
               static_cast<double>(target), 0.002 * static_cast<double>(target));
   // Faster than the GPU work allows: the smallest scale.
-  EXPECT_EQ(FitCpuScale(t->graph, t->iterations, 2, traced, 1), 0.05);
+  EXPECT_EQ(FitCpuScale(t->graph, t->iterations, 2, traced, floors, 1), 0.05);
 }
 
 TEST(OverheadCalibrationTest, FileRoundTripsAndBadFilesNameThemselves) {
@@ -200,7 +204,7 @@ TEST(OverheadCalibrationTest, FileRoundTripsAndBadFilesNameThemselves) {
   c.density_hi = 40;
   const auto dir = std::filesystem::temp_directory_path();
   const auto path = (dir / "emo_overhead_calibration_test.json").string();
-  std::ofstream(path) << CalibrationToJsonText(c);
+  std::ofstream(path) << CalibrationToJson(c).dump(2);
   auto back = LoadOverheadCalibration(path);
   ASSERT_TRUE(back.ok()) << back.status().ToString();
   EXPECT_EQ(back->reference_ns, c.reference_ns);

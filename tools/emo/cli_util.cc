@@ -42,7 +42,9 @@ Result<analysis::OverheadOptions> ToOverheadOptions(const OverheadFlags& flags) 
   }
   o.mode = flags.mode == "off" ? analysis::OverheadOptions::Mode::kOff : analysis::OverheadOptions::Mode::kAuto;
   o.step_time_ns = flags.step_time_ms > 0 ? static_cast<TimeNs>(flags.step_time_ms * 1e6) : -1;
-  o.calibration_path = flags.calibration;
+  if (!flags.calibration.empty()) {
+    EMO_ASSIGN_OR_RETURN(o.calibration, analysis::LoadOverheadCalibration(flags.calibration));
+  }
   return o;
 }
 

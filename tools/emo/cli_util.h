@@ -26,7 +26,8 @@ struct OverheadFlags {
   std::string calibration;
 };
 void AddOverheadFlags(CLI::App* cmd, OverheadFlags& flags);
-// Errors: an unreadable or malformed --step-times file (named, with the line).
+// Reads the --step-times and --overhead-calibration files once for every trace. Errors: an
+// unreadable or malformed file (named, with the line where there is one).
 Result<analysis::OverheadOptions> ToOverheadOptions(const OverheadFlags& flags);
 
 }  // namespace emo::cli

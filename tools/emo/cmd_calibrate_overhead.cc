@@ -59,8 +59,8 @@ int RunCalibrate(const CalibrateArgs& args) {
   for (size_t i = 0; i < all.size(); ++i) {
     const auto& a = all[i];
     gauges.push_back(analysis::MeasureSpeedGauge(*a.graph, a.iterations, a.steady, cal.reference_ns));
-    analysis::CalibrationSample s{a.graph.get(), &a.iterations, a.steady, &a.traced_durations, gauges.back().b(),
-                                  static_cast<TimeNs>(args.step_ms[i] * 1e6)};
+    analysis::CalibrationSample s{a.graph.get(), &a.iterations, a.steady, &a.traced_durations, &a.cpu_floors,
+                                  gauges.back().b(), static_cast<TimeNs>(args.step_ms[i] * 1e6)};
     (a.trace->meta.record_shapes ? shapes : light).push_back(s);
   }
   if (!light.empty()) cal.ratio_light = analysis::FitRatio(light);
@@ -71,9 +71,9 @@ int RunCalibrate(const CalibrateArgs& args) {
   std::vector<double> own(all.size());
   for (size_t i = 0; i < all.size(); ++i) {
     const auto& a = all[i];
-    own[i] = analysis::FitCpuScale(*a.graph, a.iterations, a.steady, a.traced_durations,
+    own[i] = analysis::FitCpuScale(*a.graph, a.iterations, a.steady, a.traced_durations, a.cpu_floors,
                                    static_cast<TimeNs>(args.step_ms[i] * 1e6));
-    if (own[i] <= 0.05 || own[i] >= 1.5) continue;
+    if (analysis::AtCpuScaleBound(own[i])) continue;
     const double d = gauges[i].Density();
     cal.density_lo = cal.density_hi > 0 ? std::min(cal.density_lo, d) : d;
     cal.density_hi = std::max(cal.density_hi, d);
@@ -83,7 +83,8 @@ int RunCalibrate(const CalibrateArgs& args) {
     const auto& a = all[i];
     const bool rs = a.trace->meta.record_shapes;
     const double scale = cal.Ratio(rs) * gauges[i].b();
-    const TimeNs c = analysis::CorrectedIterationTime(*a.graph, a.iterations, a.steady, a.traced_durations, scale);
+    const TimeNs c =
+        analysis::CorrectedIterationTime(*a.graph, a.iterations, a.steady, a.traced_durations, a.cpu_floors, scale);
     const auto truth = static_cast<TimeNs>(args.step_ms[i] * 1e6);
     per.push_back({{"trace", a.trace->meta.source_path},
                    {"record_shapes", rs},
@@ -96,7 +97,7 @@ int RunCalibrate(const CalibrateArgs& args) {
                    {"leaf_ops_per_ms", gauges[i].Density()},
                    {"own_cpu_scale", own[i]}});
   }
-  nlohmann::json out = nlohmann::json::parse(analysis::CalibrationToJsonText(cal));
+  nlohmann::json out = analysis::CalibrationToJson(cal);
   out["traces"] = per;
   if (args.json != "-") {
     fmt::print("{:<60} {:>10} {:>10} {:>9} {:>10} {:>9} {:>9}\n", "trace", "traced ms", "true ms", "slowdown",
@@ -111,7 +112,7 @@ int RunCalibrate(const CalibrateArgs& args) {
                cal.ratio_shapes);
   }
   if (!args.out.empty()) {
-    Status st = WriteFile(args.out, analysis::CalibrationToJsonText(cal));
+    Status st = WriteJson(args.out, analysis::CalibrationToJson(cal));
     if (!st.ok()) return Fail("calibrate-overhead", st);
   }
   Status st = WriteJson(args.json, out);

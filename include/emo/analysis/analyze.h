@@ -4,6 +4,7 @@
 
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -28,7 +29,8 @@ struct OverheadOptions {
   // Measured unprofiled step times per trace (LoadStepTimes), looked up by the trace's path as
   // given, then by its file name; used when step_time_ns is not set.
   std::map<std::string, TimeNs> step_times_ns;
-  std::string calibration_path;   // from `emo calibrate-overhead --json`; "" = shipped
+  // From `emo calibrate-overhead --out` (LoadOverheadCalibration); none: the shipped one.
+  std::optional<OverheadCalibration> calibration;
 };
 
 struct AnalyzeOptions {
@@ -44,6 +46,7 @@ struct TraceAnalysis {
   std::unique_ptr<graph::Graph> graph;
   IterationMap iterations;
   std::vector<TimeNs> traced_durations;  // measured, per node
+  std::vector<TimeNs> cpu_floors;        // CpuFloorsNs: what the overhead correction keeps
   Schedule measured;                     // the trace's own times
   Schedule replayed;                     // identity replay of the traced durations
   std::vector<TimeNs> measured_times, replayed_times;  // per iteration

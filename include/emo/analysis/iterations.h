@@ -27,6 +27,9 @@ struct IterationMap {
   bool from_marker = true;  // false: no marker matched, the whole trace is one iteration
 };
 
+// The iteration whose annotation window [start, end) contains `time`, or -1.
+int32_t IterationAt(const IterationMap& m, TimeNs time);
+
 // Default marker: ^ProfilerStep#\d+$. `regex` (ECMAScript, searched) overrides it.
 Result<IterationMap> FindIterations(const graph::Graph& g, const std::string& regex);
 

@@ -24,6 +24,8 @@
 #include <string>
 #include <vector>
 
+#include <nlohmann/json_fwd.hpp>
+
 #include "emo/analysis/iterations.h"
 #include "emo/analysis/replay.h"
 #include "emo/base/status.h"
@@ -61,8 +63,8 @@ struct OverheadCalibration {
 };
 OverheadCalibration ShippedCalibration();
 Result<OverheadCalibration> LoadOverheadCalibration(const std::string& path);
-// The calibration file format `emo calibrate-overhead --json` writes and the loader reads.
-std::string CalibrationToJsonText(const OverheadCalibration& c);
+// The calibration file format `emo calibrate-overhead --out` writes and the loader reads.
+nlohmann::json CalibrationToJson(const OverheadCalibration& c);
 
 // A file of measured unprofiled step times, one trace per line: `TRACE MS` (whitespace or a
 // comma between them; `#` starts a comment). Errors name the file and the line.
@@ -100,8 +102,10 @@ struct OverheadModel {
   double cpu_scale = 1;          // r: every CPU node keeps this share of its traced time
   double ratio = 0;              // the calibration's ratio for the trace's configuration
   SpeedGauge gauge;
-  double floor_fraction = 0.2;   // no CPU node goes below this share of its traced time
   OverheadSource source = OverheadSource::kOff;
+  // A rank of a multi-GPU job: its iteration also waits for other ranks, whose overhead this
+  // trace cannot undo, so being GPU-bound once corrected says nothing about its accuracy.
+  bool waits_on_other_ranks = false;
   // The ratio's plausible band for this trace, as factors on cpu_scale: the corrected time is
   // also replayed at both ends (TraceAnalysis::corrected_lo_ns / corrected_hi_ns). The bands
   // span the factor each of our H200 traces needs on its own against the shipped calibration
@@ -113,24 +117,40 @@ struct OverheadModel {
   std::string note;              // which calibration, and why the confidence is what it is
 };
 
+// The bounds of a CPU scale: FitCpuScale clamps to them, and a scale at one says the measured
+// step is out of the correction's reach.
+inline constexpr double kMinCpuScale = 0.05, kMaxCpuScale = 1.5;
+bool AtCpuScaleBound(double cpu_scale);
+
+// No CPU interval goes below this share of its traced time.
+inline constexpr double kCpuFloorFraction = 0.2;
+
 // Unprofiled cost of a CUDA API call, the floor its corrected duration never goes below:
 // known cheap calls (launches ~2 us, queries ~0.1 us, typical unprofiled timings on Hopper);
-// other calls keep floor_fraction of their time.
-TimeNs ApiCallFloorNs(std::string_view name, TimeNs traced, double floor_fraction);
+// other calls keep kCpuFloorFraction of their time.
+TimeNs ApiCallFloorNs(std::string_view name, TimeNs traced);
 
-// Durations with every CPU node scaled by cpu_scale, floors applied; GPU durations unchanged.
-std::vector<TimeNs> CorrectedDurations(const graph::Graph& g, const std::vector<TimeNs>& traced,
-                                       double cpu_scale, double floor_fraction);
+// The floor of every node's corrected duration (API calls: ApiCallFloorNs; CPU intervals:
+// kCpuFloorFraction of their time; GPU ops: -1, never scaled). Built once per trace: the
+// corrections below only scale and clamp.
+std::vector<TimeNs> CpuFloorsNs(const graph::Graph& g, const std::vector<TimeNs>& traced);
+
+// Durations with every CPU node scaled by cpu_scale, floors applied (a scale above 1 lengthens
+// and needs none); GPU durations unchanged.
+std::vector<TimeNs> CorrectedDurations(const std::vector<TimeNs>& traced, const std::vector<TimeNs>& floors,
+                                       double cpu_scale);
 
 // The steady iteration's time with every CPU node scaled by `cpu_scale` (a replay).
 TimeNs CorrectedIterationTime(const graph::Graph& g, const IterationMap& it, size_t steady,
-                              const std::vector<TimeNs>& traced, double cpu_scale);
+                              const std::vector<TimeNs>& traced, const std::vector<TimeNs>& floors,
+                              double cpu_scale);
 
 // The CPU scale whose corrected steady iteration takes `unprofiled_ns` (bisection; the time is
-// nondecreasing in the scale). Clamped to [0.05, 1.5]: a GPU-bound floor above the target
-// gives the smallest scale that reaches the floor.
+// nondecreasing in the scale). Clamped to [kMinCpuScale, kMaxCpuScale]: a GPU-bound floor
+// above the target gives the smallest scale.
 double FitCpuScale(const graph::Graph& g, const IterationMap& it, size_t steady,
-                   const std::vector<TimeNs>& traced, TimeNs unprofiled_ns);
+                   const std::vector<TimeNs>& traced, const std::vector<TimeNs>& floors,
+                   TimeNs unprofiled_ns);
 
 // The model for one trace from a calibration: r = ratio x b.
 OverheadModel ModelFromCalibration(const graph::Graph& g, const IterationMap& it, size_t steady,
@@ -142,6 +162,7 @@ struct CalibrationSample {
   const IterationMap* iterations;
   size_t steady;
   const std::vector<TimeNs>* traced;
+  const std::vector<TimeNs>* floors;  // CpuFloorsNs
   double b;                 // SpeedGauge::b() under the calibration's reference table
   TimeNs unprofiled_ns;
 };

@@ -51,6 +51,10 @@ std::vector<ClockOption> ClockOptions(const DeviceModel& device, const UnitModel
 std::vector<ClockOption> PackClockOptions(const DeviceModel& device, const ClassTimes& times,
                                           MegaHertz measured_clock);
 
+// Per clock of the device's table (ascending) and kernel class: the time of that class's work
+// at the clock over its time at the default clock (PackUnitModel of the class alone).
+std::vector<std::array<double, kNumKernelClasses>> ClassTimeRatios(const DeviceModel& device);
+
 // Indices of the Pareto-optimal options (no other option is at most as slow and at most as
 // costly, and strictly better in one), sorted by time ascending. Ties in both keep the first.
 std::vector<size_t> ParetoFront(std::span<const ClockOption> options);
