@@ -4,6 +4,7 @@
 #include <cmath>
 #include <filesystem>
 
+#include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
 #include "emo/trace/reader.h"
@@ -38,12 +39,25 @@ NodeId IterationSink(const TraceAnalysis& a, const Schedule& s, size_t i) {
   return best;
 }
 
-// The critical path of the steady iteration under schedule `s` of `durations`.
+// The critical path of the steady iteration under schedule `s` of `durations`, from the
+// iteration's start to its end. The iteration ends with its last call or GPU op, or with its
+// marker when that is later: then the path ends in the marker thread's node holding that time.
 CriticalPath SteadyCriticalPath(const TraceAnalysis& a, std::span<const TimeNs> durations, const Schedule& s) {
-  const NodeId sink = IterationSink(a, s, a.steady);
+  NodeId sink = IterationSink(a, s, a.steady);
   if (!sink.valid()) return {};
   const auto bounds = BoundsOf(*a.graph, a.iterations, s, a.steady);
-  return FindCriticalPath(*a.graph, durations, s, sink, bounds.start);
+  const auto marker_thread = a.iterations.iterations[a.steady].thread;
+  if (s.end[sink.value()] < bounds.end && marker_thread.valid()) {
+    const auto& n = a.graph->nodes();
+    for (uint32_t v = 0; v < n.size(); ++v) {
+      if (n.kind[v] != NodeKind::kGpuOp && n.resource[v] == marker_thread.value() && s.start[v] < bounds.end &&
+          s.end[v] >= bounds.end) {
+        sink = NodeId(v);
+        break;
+      }
+    }
+  }
+  return FindCriticalPath(*a.graph, durations, s, sink, bounds.start, bounds.end);
 }
 
 // A PyTorch-profiler trace: Kineto JSON with recorded operators.
@@ -99,7 +113,7 @@ void BandCorrectedTime(TraceAnalysis& a) {
   a.corrected_lo_ns = time(m.cpu_scale * m.band_lo);
   a.corrected_hi_ns = time(m.cpu_scale * m.band_hi);
   constexpr double kInsensitive = 0.05;
-  if (!m.waits_on_other_ranks &&
+  if (!m.waits_on_other_ranks && !m.unlike_host &&
       static_cast<double>(a.corrected_hi_ns - a.corrected_lo_ns) < kInsensitive * static_cast<double>(a.timeline_ns())) {
     m.confidence = "medium";
     m.note += "; GPU-bound once corrected: the iteration time barely depends on the ratio";
@@ -126,6 +140,8 @@ Result<TraceAnalysis> AnalyzeTrace(const std::string& path, const AnalyzeOptions
   a.replayed_times = IterationTimes(*a.graph, a.iterations, a.replayed);
   a.steady = SteadyIteration(a.measured_times);
 
+  a.profiler_trace = IsProfilerTrace(*a.trace);
+  a.iteration_regex = options.iteration_regex.empty() ? kDefaultIterationRegex : options.iteration_regex;
   EMO_ASSIGN_OR_RETURN(a.overhead, ChooseOverheadModel(a, options.overhead));
   a.durations = CorrectedDurations(a.traced_durations, a.cpu_floors, a.overhead.cpu_scale);
   a.timeline = a.corrected() ? Replay(*a.graph, a.durations) : a.replayed;
@@ -153,6 +169,7 @@ Result<TraceAnalysis> AnalyzeTrace(const std::string& path, const AnalyzeOptions
     }
   }
   a.gpus = GpuSlackWindows(*a.graph, a.timeline, a.slack, a.window, options.slack_threshold_ns);
+  if (a.timeline_ns() < kMinIterationNs) a.trace->diagnostics.Add(Diag::kIterationTooShort);
   return a;
 }
 
@@ -196,6 +213,49 @@ nlohmann::json OverheadToJson(const TraceAnalysis& a) {
 
 }  // namespace
 
+Status CheckIterationLength(const TraceAnalysis& a, std::string_view what) {
+  if (a.timeline_ns() >= kMinIterationNs) return Status::Ok();
+  return InvalidArgument(fmt::format(
+      "{}: the steady iteration {} lasts {:.3f} us on the {} timeline, under the {:.0f} us below which {} means "
+      "nothing (clock switches and energy counters are far coarser; its times are timer jitter)",
+      a.trace->meta.source_path, a.iterations.iterations[a.steady].name, NsToUs(a.timeline_ns()),
+      a.corrected() ? "corrected" : "traced", NsToUs(kMinIterationNs), what));
+}
+
+TimelineConfidence ConfidenceOf(const TraceAnalysis& a) {
+  if (a.corrected()) return {a.overhead.confidence, a.overhead.note};
+  if (a.profiler_trace) {
+    return {"low", "overhead correction off: the traced CPU time includes the profiler's own overhead"};
+  }
+  return {"high", "no profiler overhead to undo: the traced timeline is the run's"};
+}
+
+std::vector<TimeNs> BandDurations(const TraceAnalysis& a, double factor) {
+  return CorrectedDurations(a.traced_durations, a.cpu_floors, a.overhead.cpu_scale * factor);
+}
+
+std::vector<PathGap> CriticalPathGaps(const TraceAnalysis& a) {
+  std::vector<PathGap> gaps;
+  const auto& cp = a.steady_path;
+  if (cp.head_gap_ns > 0) {
+    gaps.push_back({"start", cp.head_gap_ns,
+                    "the path stops " + DescribePathStart(*a.graph, cp) +
+                        "; the iteration's time before it is not explained by the trace"});
+  }
+  if (cp.tail_gap_ns > 0) {
+    const auto& it = a.iterations.iterations[a.steady];
+    gaps.push_back({"end", cp.tail_gap_ns,
+                    fmt::format("the iteration marker '{}' ends after the iteration's last recorded node{}; nothing "
+                                "recorded fills that time",
+                                it.name, it.thread.valid() ? "" : " (no marker thread)")});
+  }
+  return gaps;
+}
+
+void to_json(nlohmann::json& j, const PathGap& g) {
+  j = {{"where", g.where}, {"us", NsToUs(g.ns)}, {"reason", g.reason}};
+}
+
 nlohmann::json AnalysisToJson(const TraceAnalysis& a) {
   using nlohmann::json;
   json j;
@@ -236,7 +296,11 @@ nlohmann::json AnalysisToJson(const TraceAnalysis& a) {
                         {"comm_pct", pct(PathCategory::kCommunication)},
                         {"launch_pct", pct(PathCategory::kLaunch)},
                         {"length_us", NsToUs(cp.total())},
-                        {"nodes", cp.nodes.size()}};
+                        {"nodes", cp.nodes.size()},
+                        {"covered_pct", a.timeline_ns() > 0 ? 100.0 * static_cast<double>(cp.total()) /
+                                                                  static_cast<double>(a.timeline_ns())
+                                                            : 100.0},
+                        {"uncovered", CriticalPathGaps(a)}};
   json gpus = json::array();
   const TimeNs span = std::max<TimeNs>(1, a.horizon - FirstIterationStart(*a.graph, a.iterations, a.timeline));
   for (const auto& gs : a.gpus) {
@@ -310,6 +374,7 @@ nlohmann::json AnalysesToJson(const std::vector<TraceAnalysis>& all) {
 }
 
 Result<WhatIfResult> RunWhatIf(const TraceAnalysis& a, const std::vector<ScaleRule>& rules) {
+  EMO_RETURN_IF_ERROR(CheckIterationLength(a, "a what-if"));
   WhatIfResult r;
   EMO_ASSIGN_OR_RETURN(std::vector<TimeNs> d, ScaledDurations(*a.graph, a.durations, rules, &r.matched));
   Schedule s = Replay(*a.graph, d);

@@ -12,8 +12,6 @@ using graph::NodeKind;
 
 namespace {
 
-constexpr const char* kDefaultMarker = "^ProfilerStep#\\d+$";
-
 // Nodes of thread `th` (CPU nodes), in time order.
 std::vector<uint32_t> ThreadNodes(const graph::Graph& g, trace::ThreadId th) {
   std::vector<uint32_t> out;
@@ -51,7 +49,7 @@ Result<IterationMap> FindIterations(const graph::Graph& g, const std::string& re
   const auto& t = g.trace();
   std::regex re;
   try {
-    re = std::regex(regex.empty() ? kDefaultMarker : regex, std::regex::ECMAScript);
+    re = std::regex(regex.empty() ? kDefaultIterationRegex : regex, std::regex::ECMAScript);
   } catch (const std::regex_error& e) {
     return InvalidArgument(fmt::format("--iteration '{}' is not a valid regex ({})", regex, e.what()));
   }

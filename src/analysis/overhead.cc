@@ -338,44 +338,89 @@ OverheadModel ModelFromCalibration(const graph::Graph& g, const IterationMap& it
     m.note = std::string(c.source) + " has no " + config + " ratio; no correction (pass --step-time)";
     return m;
   }
+  const auto& t = g.trace();
   m.gauge = MeasureSpeedGauge(g, it, steady, c.reference_ns);
-  m.cpu_scale = m.ratio * m.gauge.b();
-  m.waits_on_other_ranks = !g.trace().collectives.empty();
-  m.band_lo = 0.55;
-  m.band_hi = 1.5;
-  m.confidence = "low";
-  const std::string calibration = fmt::format("{} {} calibration", c.source, config);
-  const std::string head = calibration + ", CPU speed gauge";
+  m.waits_on_other_ranks = !t.collectives.empty();
+  // Evidence that the trace is like the calibration's: the same hosts, a profiler configuration
+  // it saw, CPU speed and workload shape inside what it saw. Each difference is a reason.
+  std::vector<std::string> unlike;
+  constexpr double kTolerance = 1.25;
+  // Set when the host or the profiler differs from the calibration's (not only the workload):
+  // then no insensitivity of the iteration time to the ratio raises the confidence.
+  auto host_unlike = [&](std::string why) {
+    unlike.push_back(std::move(why));
+    m.unlike_host = true;
+  };
+  if (!c.gpus.empty()) {
+    std::string names;
+    bool other = false;
+    for (const auto& name : trace::GpuNamesUsed(t)) {
+      if (name.empty()) continue;
+      names += (names.empty() ? "" : ", ") + name;
+      other |= std::find(c.gpus.begin(), c.gpus.end(), name) == c.gpus.end();
+    }
+    std::string seen;
+    for (const auto& name : c.gpus) seen += (seen.empty() ? "" : ", ") + name;
+    if (names.empty()) {
+      host_unlike("the trace names no GPU, so its host cannot be matched to the calibration's (" + seen + ")");
+    } else if (other) {
+      host_unlike(fmt::format("recorded on {}, the calibration on {} hosts: another machine, whose CPU speed "
+                                   "the gauge cannot tell from profiler overhead",
+                                   names, seen));
+    }
+  }
+  if (t.meta.with_stack) {
+    host_unlike("recorded with with_stack (Python stacks), a profiler configuration the calibration never saw");
+  }
+  double slowdown = m.gauge.slowdown;
   if (!m.gauge.measured) {
-    m.note = calibration + "; the trace has no fixed-cost events (aten::empty, kernel launches) to gauge its "
-                           "CPU speed, so the traced speed is taken as the reference: pass --step-time";
-    return m;
+    host_unlike("no fixed-cost events (aten::empty, kernel launches) to gauge its CPU speed by");
+  } else if (c.slowdown_hi > 0) {
+    if (slowdown < c.slowdown_lo / kTolerance || slowdown > c.slowdown_hi * kTolerance) {
+      host_unlike(fmt::format("its fixed-cost events run at {:.2f}x their reference time, the calibration's "
+                                   "traces at {:.2f}-{:.2f}x: another CPU or profiler speed",
+                                   slowdown, c.slowdown_lo, c.slowdown_hi));
+    }
+    // Never a factor the calibration has not seen.
+    slowdown = std::clamp(slowdown, c.slowdown_lo, c.slowdown_hi);
   }
   if (m.waits_on_other_ranks) {
-    m.note = head + ", this rank only: its collectives wait for other ranks, whose own profiler overhead is "
-                    "not undone (our 2-GPU DDP and pipeline traces: +23 to +168 % against the measured "
-                    "unprofiled step, BENCHMARKS.md): pass --step-time";
-    return m;
+    unlike.push_back("this rank's collectives wait for other ranks, whose own profiler overhead is not undone (our "
+                     "2-GPU DDP and pipeline traces: +23 to +168 % against the measured unprofiled step, "
+                     "BENCHMARKS.md)");
   }
   const double density = m.gauge.Density();
-  const std::string range = fmt::format("{:.0f}-{:.0f}", c.density_lo, c.density_hi);
-  constexpr double kTolerance = 1.25;
-  if (c.density_hi > 0 && (density < c.density_lo / kTolerance || density > c.density_hi * kTolerance)) {
+  if (m.gauge.measured && c.density_hi > 0 &&
+      (density < c.density_lo / kTolerance || density > c.density_hi * kTolerance)) {
+    unlike.push_back(fmt::format("it records {:.0f} leaf operators per ms of CPU time at the reference speed, the "
+                                 "calibration's loops {:.0f}-{:.0f} (on our H200, loops outside the range were off "
+                                 "by 7-72 %, BENCHMARKS.md)",
+                                 density, c.density_lo, c.density_hi));
+  }
+  m.cpu_scale = std::min(1.0, m.ratio / slowdown);
+  const std::string head = fmt::format("{} {} calibration, CPU speed gauge", c.source, config);
+  if (unlike.empty()) {
+    m.confidence = "medium";
+    m.band_lo = 0.8;
+    m.band_hi = std::min(1.35, 1.0 / m.cpu_scale);
     m.note = fmt::format(
-        "{}; this loop records {:.0f} leaf operators per ms of CPU time at the reference speed, the "
-        "calibration's loops {}: its ratio may not transfer (on our H200, loops outside the range were off "
-        "by 7-72 %, BENCHMARKS.md): pass --step-time",
-        head, density, range);
+        "{} (CPU {:.2f}x its reference, leaf-operator density {:.0f}/ms, inside the calibration's); on our H200 "
+        "training loops within 10 % leave-one-workload-out, up to 23 % off on unseen ones (BENCHMARKS.md): pass "
+        "--step-time for a calibrated run",
+        head, m.gauge.slowdown, density);
     return m;
   }
-  m.confidence = "medium";
-  m.band_lo = 0.8;
-  m.band_hi = 1.35;
-  m.note = fmt::format(
-      "{} (leaf-operator density {:.0f}/ms, inside the calibration's {}); on our H200 training loops within "
-      "10 % leave-one-workload-out, up to 23 % off on unseen ones (BENCHMARKS.md): pass --step-time for a "
-      "calibrated run",
-      head, density, range);
+  // Low: the corrected time may lie anywhere from the smallest scale the calibration saw for this
+  // configuration to no correction at all.
+  m.confidence = "low";
+  const double smallest = c.slowdown_hi > 0 ? m.ratio / c.slowdown_hi : 0.55 * m.cpu_scale;
+  m.band_lo = std::min(1.0, smallest / m.cpu_scale);
+  m.band_hi = 1.0 / m.cpu_scale;
+  std::string why;
+  for (const auto& u : unlike) why += (why.empty() ? "" : "; ") + u;
+  m.note = fmt::format("{}, outside its ground: {}. The corrected time may lie anywhere from CPU time x{:.2f} to the "
+                       "traced time: pass --step-time",
+                       head, why, smallest);
   return m;
 }
 
@@ -416,10 +461,13 @@ OverheadCalibration ShippedCalibration() {
                     {"cudaLaunchKernel", 7322.0},
                     {"cuLaunchKernelEx", 8198.5},
                     {"cudaMemsetAsync", 5886.0}};
-  c.ratio_light = 0.63975;
-  c.ratio_shapes = 0.588;
-  c.density_lo = 23.47;  // resnet_train_sync_shapes
-  c.density_hi = 36.35;  // gpt_train_async_light
+  c.ratio_light = 0.64175;
+  c.ratio_shapes = 0.59025;
+  c.density_lo = 23.46;  // resnet_train_sync_shapes
+  c.density_hi = 36.41;  // gpt_train_async_light
+  c.slowdown_lo = 0.832;  // resnet_train_async_light
+  c.slowdown_hi = 1.337;  // resnet_train_sync_shapes
+  c.gpus = {"NVIDIA H200"};
   c.source = "shipped h200/torch-2.11";
   return c;
 }
@@ -459,6 +507,8 @@ nlohmann::json CalibrationToJson(const OverheadCalibration& c) {
   j["reference_ns"] = c.reference_ns;
   j["ratio"] = {{"light", c.ratio_light}, {"shapes", c.ratio_shapes}};
   j["leaf_ops_per_ms"] = {c.density_lo, c.density_hi};
+  j["cpu_slowdown"] = {c.slowdown_lo, c.slowdown_hi};
+  j["gpus"] = c.gpus;
   return j;
 }
 
@@ -490,6 +540,22 @@ Result<OverheadCalibration> LoadOverheadCalibration(const std::string& path) {
     }
     c.density_lo = d[0].get<double>();
     c.density_hi = d[1].get<double>();
+  }
+  if (j.contains("cpu_slowdown")) {
+    const auto& d = j["cpu_slowdown"];
+    if (!d.is_array() || d.size() != 2 || !d[0].is_number() || !d[1].is_number() || d[0].get<double>() < 0 ||
+        d[1].get<double>() < d[0].get<double>()) {
+      return bad("cpu_slowdown is not a range [lo, hi]");
+    }
+    c.slowdown_lo = d[0].get<double>();
+    c.slowdown_hi = d[1].get<double>();
+  }
+  if (j.contains("gpus")) {
+    if (!j["gpus"].is_array()) return bad("gpus is not an array of GPU names");
+    for (const auto& name : j["gpus"]) {
+      if (!name.is_string()) return bad("gpus is not an array of GPU names");
+      c.gpus.push_back(name.get<std::string>());
+    }
   }
   c.source = path;
   return c;

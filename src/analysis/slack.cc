@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include <fmt/format.h>
+
 #include "emo/base/check.h"
 
 namespace emo::analysis {
@@ -75,11 +77,12 @@ double CriticalPath::Share(PathCategory c) const {
 // only moves back, so overlapping segments (an op that started in another op's tail: a
 // negative contention delay) are not counted twice: the categories sum to sink end - from.
 CriticalPath FindCriticalPath(const graph::Graph& g, std::span<const TimeNs> durations,
-                              const Schedule& s, NodeId sink, TimeNs from) {
+                              const Schedule& s, NodeId sink, TimeNs from, TimeNs until) {
   CriticalPath cp;
   const auto& n = g.nodes();
   const auto& edges = g.edges();
-  TimeNs cursor = s.end[sink.value()];
+  TimeNs cursor = until == INT64_MIN ? s.end[sink.value()] : std::min(until, s.end[sink.value()]);
+  if (until != INT64_MIN) cp.tail_gap_ns = std::max<TimeNs>(0, until - std::max(cursor, from));
   // Attributes [max(lo, from), cursor) to c and moves the cursor back to lo.
   auto take = [&](PathCategory c, TimeNs lo) {
     const TimeNs bottom = std::max(lo, from);
@@ -112,7 +115,10 @@ CriticalPath FindCriticalPath(const graph::Graph& g, std::span<const TimeNs> dur
       }
       take(CategoryOf(g, cur), s.start[v]);
     }
-    if (n.is_root[v]) break;
+    if (n.is_root[v]) {
+      if (cursor > from) cp.stop = CriticalPath::Stop::kRoot;
+      break;
+    }
     NodeId next;
     bool next_at_end = true;
     for (uint32_t ei : g.InEdges(cur)) {
@@ -128,12 +134,39 @@ CriticalPath FindCriticalPath(const graph::Graph& g, std::span<const TimeNs> dur
       next_at_end = e.constraint != Constraint::kStartToStart;
       break;
     }
-    if (!next.valid()) break;
+    if (!next.valid()) {
+      if (cursor > from) cp.stop = CriticalPath::Stop::kNoBinding;
+      break;
+    }
     cur = next;
     at_end = next_at_end;
   }
+  cp.head_gap_ns = std::max<TimeNs>(0, cursor - from);
+  if (cp.head_gap_ns > 0 && cp.stop == CriticalPath::Stop::kComplete) cp.stop = CriticalPath::Stop::kNoBinding;
   std::reverse(cp.nodes.begin(), cp.nodes.end());
   return cp;
+}
+
+std::string DescribePathStart(const graph::Graph& g, const CriticalPath& cp) {
+  if (cp.stop == CriticalPath::Stop::kComplete || cp.nodes.empty()) return "";
+  const auto& n = g.nodes();
+  const auto& t = g.trace();
+  const uint32_t v = cp.nodes.front().value();
+  if (n.kind[v] == NodeKind::kGpuOp) {
+    const auto& st = t.streams[n.resource[v]];
+    return fmt::format("at GPU op {} (device {}, stream {}), which has no launch call or stream predecessor in the "
+                       "trace (launched before the trace window?)",
+                       t.Name(t.gpu.name[n.ref[v]]), st.device, st.stream);
+  }
+  const auto& th = t.threads[n.resource[v]];
+  const std::string what = n.kind[v] == NodeKind::kApiCall ? std::string(t.Name(t.cpu.name[n.ref[v]]))
+                                                           : std::string("its first recorded work");
+  if (cp.stop == CriticalPath::Stop::kRoot) {
+    return fmt::format("at {} on thread {}: the thread's first event in the trace, with no earlier event on "
+                       "another thread that it could have waited for",
+                       what, th.tid);
+  }
+  return fmt::format("at {} on thread {}: none of its recorded dependencies set its start", what, th.tid);
 }
 
 std::vector<GpuSlack> GpuSlackWindows(const graph::Graph& g, const Schedule& s,

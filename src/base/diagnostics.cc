@@ -14,6 +14,9 @@ constexpr std::array<DiagnosticSpec, static_cast<size_t>(Diag::kCount)> kDiagnos
      "ts or dur is not a number; event skipped"},
     {Diag::kNegativeDuration, "negative_duration", Severity::kWarning,
      "dur < 0; clamped to 0"},
+    {Diag::kGpuOpDropped, "gpu_op_dropped", Severity::kError,
+     "kernel/memcpy/memset event with a missing or unreadable ts or dur (a string, NaN, ...): left out of the "
+     "graph, so the GPU work it stood for is missing"},
     {Diag::kUnknownCategory, "unknown_category", Severity::kInfo,
      "event category EMO does not use; ignored"},
     {Diag::kPythonFunctionIgnored, "python_function_ignored", Severity::kInfo,
@@ -70,6 +73,9 @@ constexpr std::array<DiagnosticSpec, static_cast<size_t>(Diag::kCount)> kDiagnos
     {Diag::kCpuBoundOnlyWhenTraced, "cpu_bound_only_when_traced", Severity::kWarning,
      "the traced critical path is mostly CPU, the corrected one is not: the GPU idled waiting for "
      "launches the profiler slowed; slack seen in the raw trace is not in the real run"},
+    {Diag::kIterationTooShort, "iteration_too_short", Severity::kError,
+     "the steady iteration lasts under 10 us: shorter than clock-switch and measurement resolution; what-if "
+     "and planning are refused"},
 }};
 
 constexpr bool SpecsInOrder() {

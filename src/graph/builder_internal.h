@@ -22,6 +22,15 @@ class GraphBuilder {
   void AddLaunchEdges();
   void AddStreamOrderEdges();
   void AddCrossThreadEdges();
+  // Cross-thread hand-offs (graph_builder.cc): API calls sorted by end time, the waker of a
+  // thread that slept in (lo, hi], and the CPU interval nodes that split at a wake-up.
+  void ApiCallsByEnd();
+  trace::CpuEventId WakerOf(uint32_t thread, TimeNs lo, TimeNs hi) const;
+  // The interval [lo, hi] of `thread` after node `prev`, split at a wake-up when it slept and
+  // another thread woke it. Returns the interval's first node; its last is the newest node.
+  NodeId AddInterval(uint32_t thread, NodeId prev, TimeNs lo, TimeNs hi);
+  // The thread's recorded work before its first API call.
+  NodeId AddLeadingInterval(uint32_t thread, TimeNs lo, TimeNs hi);
   void AddContentionEdges();
   void AssignDelays();
   void BuildAdjacency();
@@ -59,6 +68,14 @@ class GraphBuilder {
   std::vector<std::vector<uint32_t>> thread_api_;         // by ThreadId: API calls in order
   std::vector<std::vector<trace::StreamId>> device_streams_;  // by device index
   std::unordered_map<uint32_t, uint32_t> next_on_thread_;    // API node -> following interval
+  std::vector<std::vector<TimeNs>> points_;                  // RecordedCpuPoints, by ThreadId
+  std::vector<uint32_t> calls_by_end_;                       // API CpuEventIds by end time
+  std::vector<TimeNs> call_ends_;                            // parallel to calls_by_end_
+  struct Wake {
+    NodeId woken;              // the interval that starts when the thread woke
+    trace::CpuEventId waker;   // the other thread's call that woke it
+  };
+  std::vector<Wake> wakes_;
 };
 
 }  // namespace emo::graph

@@ -26,6 +26,13 @@ Result<Graph> GraphBuilder::Build() {
         t_.meta.source_path));
   }
   if (t_.gpu.size() == 0) {
+    const uint64_t dropped = t_.diagnostics.Count(Diag::kGpuOpDropped);
+    if (dropped > 0) {
+      return InvalidArgument(fmt::format(
+          "{}: all {} GPU op events (kernel, gpu_memcpy, gpu_memset) have missing or unreadable times, the first "
+          "{}; the trace is damaged (times must be numbers in microseconds)",
+          t_.meta.source_path, dropped, t_.meta.first_dropped_gpu_op));
+    }
     return InvalidArgument(fmt::format(
         "{}: the trace has no GPU ops (kernel, gpu_memcpy, gpu_memset); was it recorded with "
         "ProfilerActivity.CUDA?",
@@ -89,11 +96,21 @@ void GraphBuilder::AddNodes() {
     thread_api_[cpu.thread[i].value()].push_back(i);
     if (cpu.correlation[i] >= 0) api_by_corr_.emplace(cpu.correlation[i], i);
   }
-  // CPU side: per thread, API calls joined by the CPU intervals between them.
+  // CPU side: per thread, API calls joined by the CPU intervals between them, led by the work
+  // the thread recorded before its first call.
+  points_ = trace::RecordedCpuPoints(t_);
+  ApiCallsByEnd();
   for (uint32_t th = 0; th < thread_api_.size(); ++th) {
+    const auto& calls = thread_api_[th];
+    if (calls.empty()) continue;
     NodeId prev;
     TimeNs prev_end = 0;
-    for (uint32_t ev : thread_api_[th]) {
+    const auto& p = points_[th];
+    if (!p.empty() && p.front() < cpu.start[calls.front()]) {
+      prev = AddLeadingInterval(th, p.front(), cpu.start[calls.front()]);
+      prev_end = g_.nodes_.end[prev.value()];
+    }
+    for (uint32_t ev : calls) {
       TimeNs s = cpu.start[ev], e = cpu.end[ev];
       if (prev.valid()) {
         if (s < prev_end) {
@@ -102,11 +119,14 @@ void GraphBuilder::AddNodes() {
           s = prev_end;
           e = std::max(e, s);
         }
-        NodeId gap = NewNode(NodeKind::kCpuInterval, g_.nodes_.ref[prev.value()], th, prev_end, s);
-        AddEdge(prev, gap, EdgeKind::kThreadOrder, Constraint::kEndToStart, 0);
-        next_on_thread_.emplace(prev.value(), gap.value());
+        if (g_.nodes_.kind[prev.value()] == NodeKind::kApiCall) {
+          const NodeId gap = AddInterval(th, prev, prev_end, s);
+          next_on_thread_.emplace(prev.value(), gap.value());
+          // The interval may have been split at a wake-up: the call follows its last part.
+          prev = NodeId(static_cast<uint32_t>(g_.nodes_.size() - 1));
+        }
         NodeId api = NewNode(NodeKind::kApiCall, ev, th, s, e);
-        AddEdge(gap, api, EdgeKind::kThreadOrder, Constraint::kEndToStart, 0);
+        AddEdge(prev, api, EdgeKind::kThreadOrder, Constraint::kEndToStart, 0);
         g_.cpu_node_[ev] = api;
         prev = api;
       } else {
@@ -206,54 +226,83 @@ void GraphBuilder::AddStreamOrderEdges() {
   }
 }
 
-// A thread that sat idle for a long time between two API calls, with no recorded CPU event
-// inside the gap, was blocked (the main thread inside backward() while the autograd engine
-// works; the autograd thread between iterations): it resumed when another thread let it.
-// The likeliest waker is the latest API call that ended on another thread during the gap;
-// the gap becomes a wait (an end constraint from that call), its own CPU cost the blocking
-// floor. A gap with recorded events inside is CPU work and keeps its measured duration.
-void GraphBuilder::AddCrossThreadEdges() {
-  if (thread_api_.size() < 2) return;
+// Hand-offs between threads. A thread that sat idle for a long time with no recorded CPU
+// event (the main thread inside backward() while the autograd engine works; the autograd thread
+// until the forward pass hands it the loss; a thread waiting for a DataLoader batch) resumed
+// when another thread let it. The likeliest waker is the latest API call that ended on another
+// thread while it slept. Such an interval is split at the wake-up: the work before the sleep
+// follows the thread, the work after it starts no earlier than the waker's end (plus the
+// observed wake latency), and both keep their own CPU cost. Every hand-off is an edge in the
+// direction it happened, so shortening either thread's work moves the other. A long quiet span
+// with no waker stays inside one interval: what the thread waited for is not in the trace.
+void GraphBuilder::ApiCallsByEnd() {
   const auto& cpu = t_.cpu;
-  const auto points = trace::RecordedCpuPoints(t_);
-  // All API calls by end time, for "latest end before t on another thread".
-  std::vector<uint32_t> by_end;
-  for (const auto& calls : thread_api_) by_end.insert(by_end.end(), calls.begin(), calls.end());
-  std::sort(by_end.begin(), by_end.end(), [&](uint32_t a, uint32_t b) { return cpu.end[a] < cpu.end[b]; });
-  std::vector<TimeNs> ends(by_end.size());
-  for (size_t i = 0; i < by_end.size(); ++i) ends[i] = cpu.end[by_end[i]];
-  const auto& n = g_.nodes_;
-  for (uint32_t gap = 0; gap < n.size(); ++gap) {
-    if (n.kind[gap] != NodeKind::kCpuInterval) continue;
-    const TimeNs lo = n.start[gap], hi = n.end[gap];
-    if (hi - lo < o_.cross_thread_idle_ns) continue;
-    const uint32_t th = n.resource[gap];
-    const auto& p = points[th];
-    // The longest span inside the gap with no recorded CPU event: where the thread slept.
-    auto first = std::upper_bound(p.begin(), p.end(), lo);
-    auto last = std::lower_bound(p.begin(), p.end(), hi);
-    TimeNs quiet_lo = lo, quiet_hi = lo, prev = lo;
-    for (auto it = first; it != last + 1; ++it) {
-      const TimeNs x = it == last ? hi : *it;
-      if (x - prev > quiet_hi - quiet_lo) {
-        quiet_lo = prev;
-        quiet_hi = x;
-      }
-      prev = x;
-      if (it == last) break;
+  calls_by_end_.clear();
+  for (const auto& calls : thread_api_) calls_by_end_.insert(calls_by_end_.end(), calls.begin(), calls.end());
+  std::sort(calls_by_end_.begin(), calls_by_end_.end(), [&](uint32_t a, uint32_t b) { return cpu.end[a] < cpu.end[b]; });
+  call_ends_.resize(calls_by_end_.size());
+  for (size_t i = 0; i < calls_by_end_.size(); ++i) call_ends_[i] = cpu.end[calls_by_end_[i]];
+}
+
+CpuEventId GraphBuilder::WakerOf(uint32_t thread, TimeNs lo, TimeNs hi) const {
+  if (thread_api_.size() < 2) return CpuEventId::Invalid();
+  auto it = std::upper_bound(call_ends_.begin(), call_ends_.end(), hi);
+  while (it != call_ends_.begin()) {
+    --it;
+    if (*it <= lo) break;
+    const uint32_t other = calls_by_end_[static_cast<size_t>(it - call_ends_.begin())];
+    if (t_.cpu.thread[other].value() != thread) return CpuEventId(other);
+  }
+  return CpuEventId::Invalid();
+}
+
+NodeId GraphBuilder::AddInterval(uint32_t thread, NodeId prev, TimeNs lo, TimeNs hi) {
+  const uint32_t ref = g_.nodes_.ref[prev.value()];
+  auto single = [&] {
+    NodeId gap = NewNode(NodeKind::kCpuInterval, ref, thread, lo, hi);
+    AddEdge(prev, gap, EdgeKind::kThreadOrder, Constraint::kEndToStart, 0);
+    return gap;
+  };
+  if (hi - lo < o_.cross_thread_idle_ns) return single();
+  // The longest span inside the interval with no recorded CPU event: where the thread slept.
+  const auto& p = points_[thread];
+  auto first = std::upper_bound(p.begin(), p.end(), lo);
+  auto last = std::lower_bound(p.begin(), p.end(), hi);
+  TimeNs quiet_lo = lo, quiet_hi = lo, before = lo;
+  for (auto it = first;; ++it) {
+    const TimeNs x = it == last ? hi : *it;
+    if (x - before > quiet_hi - quiet_lo) {
+      quiet_lo = before;
+      quiet_hi = x;
     }
-    if (quiet_hi - quiet_lo < o_.cross_thread_idle_ns) continue;  // CPU work, not a wait
-    auto it = std::upper_bound(ends.begin(), ends.end(), quiet_hi);
-    while (it != ends.begin()) {
-      --it;
-      if (*it <= quiet_lo) break;
-      const uint32_t other = by_end[static_cast<size_t>(it - ends.begin())];
-      if (cpu.thread[other].value() == th) continue;
-      AddEdge(g_.cpu_node_[other], NodeId(gap), EdgeKind::kCrossThread, Constraint::kEndToEnd, 0);
-      // The gap's own CPU work is what lies outside the quiet span.
-      g_.nodes_.duration[gap] = (hi - lo) - (quiet_hi - quiet_lo);
-      break;
-    }
+    before = x;
+    if (it == last) break;
+  }
+  if (quiet_hi - quiet_lo < o_.cross_thread_idle_ns) return single();  // CPU work, not a wait
+  const CpuEventId waker = WakerOf(thread, quiet_lo, quiet_hi);
+  if (!waker.valid()) return single();
+  NodeId head = prev;
+  if (quiet_lo > lo) {
+    head = NewNode(NodeKind::kCpuInterval, ref, thread, lo, quiet_lo);
+    AddEdge(prev, head, EdgeKind::kThreadOrder, Constraint::kEndToStart, 0);
+  }
+  NodeId woken = NewNode(NodeKind::kCpuInterval, ref, thread, quiet_hi, hi);
+  AddEdge(head, woken, EdgeKind::kThreadOrder, Constraint::kEndToStart, 0);
+  wakes_.push_back({woken, waker});
+  return head == prev ? woken : head;
+}
+
+NodeId GraphBuilder::AddLeadingInterval(uint32_t thread, TimeNs lo, TimeNs hi) {
+  // The thread's first recorded work: it woke at `lo`, after whatever another thread last did.
+  NodeId lead = NewNode(NodeKind::kCpuInterval, CpuEventId::Invalid().value(), thread, lo, hi);
+  const CpuEventId waker = WakerOf(thread, INT64_MIN, lo);
+  if (waker.valid()) wakes_.push_back({lead, waker});
+  return lead;
+}
+
+void GraphBuilder::AddCrossThreadEdges() {
+  for (const auto& w : wakes_) {
+    AddEdge(g_.cpu_node_[w.waker.value()], w.woken, EdgeKind::kCrossThread, Constraint::kEndToStart, 0);
   }
 }
 
@@ -377,8 +426,7 @@ void GraphBuilder::AssignDelays() {
   }
   for (uint32_t v = 0; v < num; ++v) {
     n.is_root[v] = best_start_edge[v] == UINT32_MAX;
-    // A blocking call that waited keeps only its own CPU cost (a cross-thread wait's
-    // interval had its own cost set when its edge was made).
+    // A blocking call that waited keeps only its own CPU cost.
     if (n.kind[v] == NodeKind::kApiCall && best_end_src[v] != INT64_MIN && best_end_src[v] > n.start[v]) {
       n.duration[v] = std::min(n.duration[v], o_.blocking_call_floor_ns);
     }

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <filesystem>
+#include <regex>
 
 #include <fmt/format.h>
 
@@ -140,6 +141,17 @@ Result<DeviceModel> ParseDevice(const json& j, const std::string& path) {
   dev.raw = j;
   dev.name = j.value("name", std::filesystem::path(path).stem().string());
   dev.gpu = j.value("gpu", std::string());
+  if (j.contains("trace_gpu_regex")) {
+    if (!j.at("trace_gpu_regex").is_string()) {
+      return ParseError(fmt::format("{}: 'trace_gpu_regex' must be a string (a regex on trace GPU names)", path));
+    }
+    dev.trace_gpu_regex = j.at("trace_gpu_regex").get<std::string>();
+    try {
+      std::regex check(dev.trace_gpu_regex, std::regex::ECMAScript | std::regex::icase);
+    } catch (const std::regex_error& e) {
+      return ParseError(fmt::format("{}: 'trace_gpu_regex' is not a valid regex ({})", path, e.what()));
+    }
+  }
   FieldReader reader(dev, path);
   EMO_RETURN_IF_ERROR(ReadClocks(j, path, reader, dev));
   dev.params.f_max = dev.clocks.back();
@@ -194,6 +206,45 @@ Result<DeviceModel> ParseDevice(const json& j, const std::string& path) {
                                   dev.default_clock.value()));
   }
   return dev;
+}
+
+std::string_view DeviceCheckName(DeviceCheck::Outcome o) {
+  switch (o) {
+    case DeviceCheck::Outcome::kMatch: return "match";
+    case DeviceCheck::Outcome::kUnchecked: return "unchecked";
+    case DeviceCheck::Outcome::kMismatch: return "mismatch";
+  }
+  return "?";
+}
+
+DeviceCheck CheckTraceGpu(const DeviceModel& device, const std::vector<std::string>& trace_gpus) {
+  DeviceCheck c;
+  std::vector<std::string> names;
+  for (const auto& g : trace_gpus) {
+    if (!g.empty() && std::find(names.begin(), names.end(), g) == names.end()) names.push_back(g);
+  }
+  for (const auto& g : names) c.trace_gpu += (c.trace_gpu.empty() ? "" : ", ") + g;
+  const std::string model = fmt::format("device model {} ({})", device.name, device.gpu.empty() ? "GPU not named" : device.gpu);
+  if (names.empty()) {
+    c.message = fmt::format("the trace names no GPU (no deviceProperties): not checked against the {}", model);
+    return c;
+  }
+  if (device.trace_gpu_regex.empty()) {
+    c.message = fmt::format("the {} gives no trace_gpu_regex: the trace's {} was not checked against it", model,
+                            c.trace_gpu);
+    return c;
+  }
+  const std::regex re(device.trace_gpu_regex, std::regex::ECMAScript | std::regex::icase);
+  for (const auto& g : names) {
+    if (!std::regex_search(g, re)) {
+      c.outcome = DeviceCheck::Outcome::kMismatch;
+      c.message = fmt::format("the trace was recorded on {}, but the {} describes another GPU", g, model);
+      return c;
+    }
+  }
+  c.outcome = DeviceCheck::Outcome::kMatch;
+  c.message = fmt::format("the trace's {} matches the {}", c.trace_gpu, model);
+  return c;
 }
 
 Result<DeviceModel> LoadDevice(const std::string& path) {

@@ -59,13 +59,14 @@ std::vector<ClockOption> PackClockOptions(const DeviceModel& device, const Class
   return out;
 }
 
-std::vector<std::array<double, kNumKernelClasses>> ClassTimeRatios(const DeviceModel& device) {
+std::vector<std::array<double, kNumKernelClasses>> ClassTimeRatios(const DeviceModel& device,
+                                                                   MegaHertz measured_clock) {
   std::vector<std::array<double, kNumKernelClasses>> out(device.clocks.size());
   for (size_t c = 0; c < kNumKernelClasses; ++c) {
     ClassTimes one;
     one.busy_s[c] = 1.0;
-    const UnitModel unit = PackUnitModel(device, one, device.default_clock);
-    const double at_default = UnitTime(device.params, unit, device.default_clock);
+    const UnitModel unit = PackUnitModel(device, one, measured_clock);
+    const double at_default = UnitTime(device.params, unit, measured_clock);
     for (size_t i = 0; i < device.clocks.size(); ++i) out[i][c] = UnitTime(device.params, unit, device.clocks[i]) / at_default;
   }
   return out;

@@ -26,42 +26,66 @@ struct PackModel {
   std::vector<uint8_t> op_class;            // kernel class of each of the pack's ops
 };
 
+// What every packing of one trace is planned against: the analysis, the device model, the
+// clock the measured GPU durations ran at, and the node durations a plan stretches.
+struct Basis {
+  Basis(const analysis::TraceAnalysis& analysis, const model::DeviceModel& d, MegaHertz measured)
+      : a(analysis), device(d), measured_clock(measured), stretch(model::ClassTimeRatios(d, measured)),
+        durations(analysis.durations) {}
+  const analysis::TraceAnalysis& a;
+  const model::DeviceModel& device;
+  // The default clock, or the clock the power limiter held the iteration at when the model's
+  // power at the default clock is above the device's cap (ThrottledClock): the trace's GPU
+  // durations ran there, and a higher clock changes nothing.
+  MegaHertz measured_clock;
+  // Per clock of the device and kernel class: an op's time there over its measured time, so a
+  // clock stretches an op the same whatever pack holds it.
+  std::vector<std::array<double, model::kNumKernelClasses>> stretch;
+  // Per node, the durations plans are scored on: the analysis timeline's, or one end of the
+  // overhead correction's band.
+  std::span<const TimeNs> durations;
+};
+
 class Evaluator {
  public:
-  Evaluator(const analysis::TraceAnalysis& a, const model::DeviceModel& d, const std::vector<packing::Pack>& packs,
-            const std::vector<PackModel>& models)
-      : a_(a), d_(d), packs_(packs), models_(models), stretch_(model::ClassTimeRatios(d)) {}
+  Evaluator(const Basis& basis, const std::vector<packing::Pack>& packs, const std::vector<PackModel>& models)
+      : b_(basis), packs_(packs), models_(models) {}
 
   // Iteration time and energy with pack p at option choice[p] (an index into its options);
   // `windows`, when given, receives each pack's window length.
   PlanPoint Evaluate(const std::vector<size_t>& choice, std::vector<TimeNs>* windows = nullptr) {
     ++replays;
-    std::vector<TimeNs> dur = a_.durations;
+    std::vector<TimeNs> dur(b_.durations.begin(), b_.durations.end());
     for (size_t p = 0; p < packs_.size(); ++p) {
       const auto& m = models_[p];
-      const auto& stretch = stretch_[choice[p]];  // options follow the device's clock table
+      const auto& stretch = b_.stretch[choice[p]];  // options follow the device's clock table
       const auto& ops = packs_[p].ops;
       for (size_t k = 0; k < ops.size(); ++k) {
         auto& d = dur[ops[k].value()];
         d = static_cast<TimeNs>(std::llround(static_cast<double>(d) * stretch[m.op_class[k]]));
       }
     }
-    const auto s = analysis::Replay(*a_.graph, dur);
-    const auto bounds = analysis::BoundsOf(*a_.graph, a_.iterations, s, a_.steady);
+    const auto s = analysis::Replay(*b_.a.graph, dur);
+    const auto bounds = analysis::BoundsOf(*b_.a.graph, b_.a.iterations, s, b_.a.steady);
     const TimeNs lo = bounds.start, hi = bounds.end;
     PlanPoint out{hi - lo, 0.0};
     if (windows) windows->clear();
-    // Pack windows tile [lo, hi): each from its first op's new start (the first from lo).
+    // Pack windows tile [lo, hi): each from its first op's new start (the first from lo),
+    // clamped into [lo, hi] and never before the previous boundary, so no window is negative
+    // and a device's windows sum to the iteration (a stretched replay may reorder the packs'
+    // first ops, and a run-ahead iteration's ops may start before its CPU bounds).
+    TimeNs boundary = lo;
     for (size_t p = 0; p < packs_.size(); ++p) {
       auto start_of = [&](size_t q) {
         TimeNs st = INT64_MAX;
         for (auto v : packs_[q].ops) st = std::min(st, s.start[v.value()]);
-        return st;
+        return std::clamp(st, lo, hi);
       };
       const bool first = p == 0 || packs_[p - 1].device != packs_[p].device;
       const bool last = p + 1 == packs_.size() || packs_[p + 1].device != packs_[p].device;
-      const TimeNs w0 = first ? lo : std::max(lo, start_of(p));
-      const TimeNs w1 = last ? hi : std::min(hi, start_of(p + 1));
+      const TimeNs w0 = first ? lo : boundary;
+      const TimeNs w1 = last ? hi : std::max(w0, start_of(p + 1));
+      boundary = w1;
       if (windows) windows->push_back(w1 - w0);
       const auto& opt = models_[p].options[choice[p]];
       // Idle power over the window minus the modelled busy time. Where ops of several streams
@@ -69,7 +93,7 @@ class Evaluator {
       // idle power that the overlapping ops' energies both include. Unclamped, the sum over
       // packs at one clock does not depend on how the iteration is cut into packs.
       const double idle_s = NsToS(w1 - w0) - opt.time_s;
-      out.energy_j += opt.energy_j + d_.IdlePower(opt.clock).value() * idle_s;
+      out.energy_j += opt.energy_j + b_.device.IdlePower(opt.clock).value() * idle_s;
     }
     return out;
   }
@@ -77,13 +101,9 @@ class Evaluator {
   size_t replays = 0;
 
  private:
-  const analysis::TraceAnalysis& a_;
-  const model::DeviceModel& d_;
+  const Basis& b_;
   const std::vector<packing::Pack>& packs_;
   const std::vector<PackModel>& models_;
-  // Per clock of the device and kernel class: an op's time there over its time at the default
-  // clock, so a clock stretches an op the same whatever pack holds it.
-  std::vector<std::array<double, model::kNumKernelClasses>> stretch_;
 };
 
 // Greedy descent: from `choice`, repeatedly take the move of one pack to its next slower
@@ -129,9 +149,11 @@ PlanPoint Descend(Evaluator& ev, const std::vector<PackModel>& models, TimeNs de
   }
 }
 
-// Clock options of every pack from its busy time per kernel class.
-std::vector<PackModel> BuildModels(const analysis::TraceAnalysis& a, const model::DeviceModel& device,
-                                   const std::vector<packing::Pack>& packs) {
+// Clock options of every pack from its busy time per kernel class, measured at the basis'
+// measured clock.
+std::vector<PackModel> BuildModels(const Basis& b, const std::vector<packing::Pack>& packs) {
+  const auto& a = b.a;
+  const auto& device = b.device;
   const auto& n = a.graph->nodes();
   const auto& t = *a.trace;
   std::vector<PackModel> models(packs.size());
@@ -143,7 +165,7 @@ std::vector<PackModel> BuildModels(const analysis::TraceAnalysis& a, const model
       times.busy_s[static_cast<size_t>(cls)] += NsToS(a.durations[v.value()]);
       m.op_class.push_back(static_cast<uint8_t>(cls));
     }
-    m.options = model::PackClockOptions(device, times, device.default_clock);
+    m.options = model::PackClockOptions(device, times, b.measured_clock);
     m.front = model::ParetoFront(m.options);
     m.default_index = 0;
     for (size_t i = 0; i < m.options.size(); ++i) {
@@ -154,6 +176,38 @@ std::vector<PackModel> BuildModels(const analysis::TraceAnalysis& a, const model
     }
   }
   return models;
+}
+
+// Power of a plan point (W).
+double AveragePower(const PlanPoint& p) { return p.time_ns > 0 ? p.energy_j / NsToS(p.time_ns) : 0.0; }
+
+// The clock the power limiter holds the steady iteration at. The trace's durations ran at it:
+// the default clock when the model's power of the iteration at the default clock stays within
+// the device's cap power, else the highest table clock whose modelled power, with the measured
+// durations taken as having run there, does. The limiter averages power over about a second,
+// longer than an iteration, so it acts on the iteration's average, the same however the
+// iteration is cut into packs.
+MegaHertz ThrottledClock(const analysis::TraceAnalysis& a, const model::DeviceModel& device,
+                         const std::vector<packing::Pack>& packs) {
+  auto power_at = [&](MegaHertz measured) {
+    const Basis b(a, device, measured);
+    const auto models = BuildModels(b, packs);
+    Evaluator ev(b, packs, models);
+    std::vector<size_t> base(packs.size());
+    for (size_t p = 0; p < packs.size(); ++p) base[p] = models[p].default_index;
+    return AveragePower(ev.Evaluate(base));
+  };
+  const double cap = device.cap_power.value();
+  if (power_at(device.default_clock) <= cap) return device.default_clock;
+  // Bisection over the table below the default clock: power falls with the clock.
+  size_t lo = 0, hi = 0;  // lo: within the cap (or the lowest clock); hi: above it
+  while (hi < device.clocks.size() && device.clocks[hi] < device.default_clock) ++hi;
+  if (hi == 0 || power_at(device.clocks[0]) > cap) return device.clocks.front();
+  while (hi - lo > 1) {
+    const size_t mid = (lo + hi) / 2;
+    (power_at(device.clocks[mid]) <= cap ? lo : hi) = mid;
+  }
+  return device.clocks[lo];
 }
 
 // The pack graph: per device a chain of its packs in time order. A pack's options are its
@@ -337,15 +391,15 @@ struct PackingPlan {
 // Solves the pack graph of `packs` (with their `models`, BuildModels), then descends on the
 // kernel graph from the solver's plan, the default clocks, the static clock `static_index` and
 // any `starts`.
-Result<PackingPlan> PlanPacking(const analysis::TraceAnalysis& a, const model::DeviceModel& device,
-                                std::vector<packing::Pack> packs, std::vector<PackModel> models_in,
+Result<PackingPlan> PlanPacking(const Basis& b, std::vector<packing::Pack> packs, std::vector<PackModel> models_in,
                                 const TracePlanOptions& options, TimeNs deadline_ns, size_t static_index,
                                 std::vector<Candidate> starts) {
+  const auto& device = b.device;
   PackingPlan out;
   out.packs = std::move(packs);
   out.models = std::move(models_in);
   const auto& models = out.models;
-  Evaluator ev(a, device, out.packs, models);
+  Evaluator ev(b, out.packs, models);
   std::vector<size_t> base(out.packs.size());
   for (size_t p = 0; p < base.size(); ++p) base[p] = models[p].default_index;
   std::vector<TimeNs> windows;
@@ -392,6 +446,7 @@ Result<PackingPlan> PlanPacking(const analysis::TraceAnalysis& a, const model::D
 Result<TracePlan> PlanTrace(const analysis::TraceAnalysis& a, const model::DeviceModel& device,
                             const TracePlanOptions& options) {
   const auto t0 = std::chrono::steady_clock::now();
+  EMO_RETURN_IF_ERROR(analysis::CheckIterationLength(a, "a clock plan"));
   TracePlan plan;
   plan.device = device.name;
   plan.model_source = device.path;
@@ -399,8 +454,19 @@ Result<TracePlan> PlanTrace(const analysis::TraceAnalysis& a, const model::Devic
   if (packs.empty()) {
     return InvalidArgument(fmt::format("{}: the steady iteration has no GPU ops to plan", a.trace->meta.source_path));
   }
-  std::vector<PackModel> models = BuildModels(a, device, packs);
-  Evaluator ev(a, device, packs, models);
+  plan.throttle_clock = ThrottledClock(a, device, packs);
+  const Basis basis(a, device, plan.throttle_clock);
+  std::vector<PackModel> models = BuildModels(basis, packs);
+  Evaluator ev(basis, packs, models);
+  {
+    // The model's power at the default clock before the limiter, for the report.
+    const Basis unthrottled(a, device, device.default_clock);
+    const auto m = BuildModels(unthrottled, packs);
+    Evaluator e(unthrottled, packs, m);
+    std::vector<size_t> base(packs.size());
+    for (size_t p = 0; p < packs.size(); ++p) base[p] = m[p].default_index;
+    plan.default_demand_w = AveragePower(e.Evaluate(base));
+  }
   std::vector<size_t> base_choice(packs.size());
   for (size_t p = 0; p < packs.size(); ++p) base_choice[p] = models[p].default_index;
   plan.baseline = ev.Evaluate(base_choice);
@@ -426,8 +492,8 @@ Result<TracePlan> PlanTrace(const analysis::TraceAnalysis& a, const model::Devic
   if (one_device) {
     // Pass-level baseline (Perseus' granularity): one clock per phase, planned like the packs.
     auto phases = Phases(a, packs, options.packing.min_pack_ns);
-    auto phase_models = BuildModels(a, device, phases);
-    EMO_ASSIGN_OR_RETURN(PackingPlan pp, PlanPacking(a, device, std::move(phases), std::move(phase_models), options,
+    auto phase_models = BuildModels(basis, phases);
+    EMO_ASSIGN_OR_RETURN(PackingPlan pp, PlanPacking(basis, std::move(phases), std::move(phase_models), options,
                                                      plan.deadline_ns, static_index, {}));
     plan.pass_level = pp.candidates[pp.best].point;
     plan.pass_level_phases = pp.packs.size();
@@ -461,7 +527,7 @@ Result<TracePlan> PlanTrace(const analysis::TraceAnalysis& a, const model::Devic
       }
     }
     std::sort(singles.begin(), singles.end(), [](const packing::Pack& x1, const packing::Pack& x2) { return x1.start < x2.start; });
-    const auto single_models = BuildModels(a, device, singles);
+    const auto single_models = BuildModels(basis, singles);
     std::vector<size_t> blind(singles.size());
     const auto& t = *a.trace;
     for (size_t p = 0; p < singles.size(); ++p) {
@@ -473,12 +539,12 @@ Result<TracePlan> PlanTrace(const analysis::TraceAnalysis& a, const model::Devic
         if (m.options[i].energy_j < m.options[blind[p]].energy_j) blind[p] = i;
       }
     }
-    Evaluator bev(a, device, singles, single_models);
+    Evaluator bev(basis, singles, single_models);
     plan.per_kernel_blind = bev.Evaluate(blind);
     plan.replays += bev.replays;
   }
   // ev refers to packs and models: its last use is above.
-  EMO_ASSIGN_OR_RETURN(PackingPlan pk, PlanPacking(a, device, std::move(packs), std::move(models), options,
+  EMO_ASSIGN_OR_RETURN(PackingPlan pk, PlanPacking(basis, std::move(packs), std::move(models), options,
                                                    plan.deadline_ns, static_index, std::move(pack_starts)));
   plan.replays += pk.replays;
   // The packing whose best plan is cheaper: slack-class packs, or the phases when one clock
@@ -499,8 +565,45 @@ Result<TracePlan> PlanTrace(const analysis::TraceAnalysis& a, const model::Devic
   for (size_t p = 0; p < plan.packs.size(); ++p) {
     if (plan.packs[(p + 1) % plan.packs.size()].clock != plan.packs[p].clock) ++plan.switches;
   }
+  // The same clocks scored at both ends of the overhead correction's band: what the plan saves,
+  // and how much slower it runs, if the real timeline is at either end.
+  for (const double factor : {a.overhead.band_lo, a.overhead.band_hi}) {
+    if (!a.HasBand()) break;
+    const std::vector<TimeNs> durations = analysis::BandDurations(a, factor);
+    Basis at_end(a, device, plan.throttle_clock);
+    at_end.durations = durations;
+    Evaluator e(at_end, won.packs, won.models);
+    std::vector<size_t> base(won.packs.size());
+    for (size_t p = 0; p < base.size(); ++p) base[p] = won.models[p].default_index;
+    plan.band.push_back({factor, e.Evaluate(base), e.Evaluate(best.choice)});
+    plan.replays += e.replays;
+  }
   plan.solve_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
   return plan;
 }
+
+double SavingPct(const PlanPoint& baseline, const PlanPoint& p) {
+  return baseline.energy_j > 0 ? 100.0 * (baseline.energy_j - p.energy_j) / baseline.energy_j : 0.0;
+}
+
+double SlowdownPct(const PlanPoint& baseline, const PlanPoint& p) {
+  return baseline.time_ns > 0 ? 100.0 * static_cast<double>(p.time_ns - baseline.time_ns) / static_cast<double>(baseline.time_ns)
+                              : 0.0;
+}
+
+namespace {
+template <typename F>
+std::array<double, 2> RangeOverBand(const TracePlan& plan, F f) {
+  std::array<double, 2> r{f(plan.baseline, plan.plan), f(plan.baseline, plan.plan)};
+  for (const auto& e : plan.band) {
+    r[0] = std::min(r[0], f(e.baseline, e.plan));
+    r[1] = std::max(r[1], f(e.baseline, e.plan));
+  }
+  return r;
+}
+}  // namespace
+
+std::array<double, 2> SavingRangePct(const TracePlan& plan) { return RangeOverBand(plan, SavingPct); }
+std::array<double, 2> SlowdownRangePct(const TracePlan& plan) { return RangeOverBand(plan, SlowdownPct); }
 
 }  // namespace emo::opt

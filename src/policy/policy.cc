@@ -4,9 +4,14 @@
 
 namespace emo::policy {
 
-nlohmann::json PolicyJson(const analysis::TraceAnalysis& a, const opt::TracePlan& plan) {
-  using nlohmann::json;
-  json gpus = json::array();
+namespace {
+
+using nlohmann::json;
+
+// What one planned trace contributes: its GPUs, each with the plan's packs and predictions.
+void AddGpus(const opt::PlannedTrace& pt, json& gpus) {
+  const auto& a = *pt.analysis;
+  const auto& plan = pt.plan;
   std::map<int32_t, json> per_device;
   for (const auto& p : plan.packs) {
     auto& packs = per_device[p.pack.device];
@@ -18,25 +23,70 @@ nlohmann::json PolicyJson(const analysis::TraceAnalysis& a, const opt::TracePlan
                      {"busy_us_default", p.busy_s_default * 1e6},
                      {"busy_us_planned", p.busy_s * 1e6}});
   }
+  const auto conf = analysis::ConfidenceOf(a);
+  const auto saving = opt::SavingRangePct(plan);
   for (auto& [device, packs] : per_device) {
-    gpus.push_back({{"rank", a.trace->meta.rank}, {"device", device}, {"packs", packs}});
+    json g = {{"rank", a.trace->meta.rank},
+              {"device", device},
+              {"trace", a.trace->meta.source_path},
+              {"steady_iteration", a.iterations.iterations[a.steady].name},
+              {"timeline", a.corrected() ? "corrected" : "traced"},
+              {"confidence", conf.level},
+              {"confidence_note", conf.note},
+              {"device_check", {{"outcome", model::DeviceCheckName(pt.device_check.outcome)},
+                                {"trace_gpu", pt.device_check.trace_gpu},
+                                {"overridden", pt.device_mismatch_allowed}}},
+              {"power_capped", plan.power_capped(*pt.device)},
+              {"predicted",
+               {{"iteration_time_us", NsToUs(plan.plan.time_ns)},
+                {"energy_j", plan.plan.energy_j},
+                {"baseline_time_us", NsToUs(plan.baseline.time_ns)},
+                {"baseline_energy_j", plan.baseline.energy_j},
+                {"saving_pct", opt::SavingPct(plan.baseline, plan.plan)},
+                {"saving_range_pct", {saving[0], saving[1]}},
+                {"note", "predicted by the device model; not measured"}}},
+              {"packs", packs}};
+    gpus.push_back(std::move(g));
   }
-  return {
+}
+
+}  // namespace
+
+json PolicyJson(const std::vector<opt::PlannedTrace>& plans) {
+  json gpus = json::array();
+  json traces = json::array();
+  for (const auto& pt : plans) {
+    AddGpus(pt, gpus);
+    traces.push_back(pt.analysis->trace->meta.source_path);
+  }
+  json j = {
       {"emo_policy_version", kPolicyVersion},
-      {"trace", a.trace->meta.source_path},
-      {"iteration_marker", a.iterations.iterations.front().name},
+      {"traces", traces},
       {"anchor", "packs start at the first_launch-th GPU op (kernel, memcpy, memset) launched on the device "
                  "in each iteration, counted in launch (correlation) order"},
-      {"timeline", a.corrected() ? "corrected" : "traced"},
-      {"model", {{"device", plan.device}, {"source", plan.model_source}}},
-      {"predicted",
-       {{"iteration_time_us", NsToUs(plan.plan.time_ns)},
-        {"energy_j", plan.plan.energy_j},
-        {"baseline_time_us", NsToUs(plan.baseline.time_ns)},
-        {"baseline_energy_j", plan.baseline.energy_j},
-        {"note", "predicted by the device model; not measured"}}},
       {"gpus", gpus},
   };
+  if (!plans.empty()) {
+    const auto& first = plans.front();
+    j["model"] = {{"device", first.plan.device}, {"source", first.plan.model_source}};
+    j["iteration_marker_regex"] =
+        first.analysis->iterations.from_marker ? first.analysis->iteration_regex : std::string("none (whole trace)");
+  }
+  // A plan whose timeline is not trusted says so where the actuator and its user read it.
+  json warnings = json::array();
+  for (const auto& g : gpus) {
+    if (g["confidence"] == "low") {
+      warnings.push_back("rank " + g["rank"].dump() + ": low confidence in the timeline (" +
+                         g["confidence_note"].get<std::string>() + "); predicted saving ranges " +
+                         g["predicted"]["saving_range_pct"].dump() + " %");
+    }
+    if (g["device_check"]["overridden"].get<bool>()) {
+      warnings.push_back("rank " + g["rank"].dump() + ": planned for a device model of another GPU than the trace's (" +
+                         g["device_check"]["trace_gpu"].get<std::string>() + ")");
+    }
+  }
+  j["warnings"] = warnings;
+  return j;
 }
 
 }  // namespace emo::policy

@@ -120,6 +120,8 @@ class TraceBuilder {
   bool HasAllItNeeds() const;
   void Dispatch();
   void AddComplete();
+  // A kernel/memcpy/memset event that cannot be placed in time: counted, the first one named.
+  void DropGpuOp(std::string_view why);
   void AddCpu(CpuKind kind, TimeNs start, TimeNs end);
   void AddGpuOp(GpuKind kind, TimeNs start, TimeNs end);
   void AddGpuAnnotation(TimeNs start, TimeNs end);

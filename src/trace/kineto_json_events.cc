@@ -5,6 +5,8 @@
 #include <string>
 #include <string_view>
 
+#include <fmt/format.h>
+
 #include "kineto_json_builder.h"
 #include "kineto_json_token.h"
 
@@ -386,13 +388,16 @@ void TraceBuilder::AddComplete() {
     default:
       break;
   }
+  const bool gpu_op = ev_.cat == Cat::kKernel || ev_.cat == Cat::kMemcpy || ev_.cat == Cat::kMemset;
   if (!ev_.has_name || ev_.ts.empty() || ev_.dur.empty()) {
     Count(Diag::kEventMissingField);
+    if (gpu_op) DropGpuOp("no name, ts or dur");
     return;
   }
   int64_t ts = 0, dur = 0;
   if (!ParseMicrosAsNs(ev_.ts, &ts) || !ParseMicrosAsNs(ev_.dur, &dur)) {
     Count(Diag::kBadTimestamp);
+    if (gpu_op) DropGpuOp(fmt::format("ts {} dur {}", ev_.ts, ev_.dur));
     return;
   }
   if (dur < 0) {
@@ -430,6 +435,16 @@ void TraceBuilder::AddComplete() {
       break;
     default:
       break;
+  }
+}
+
+void TraceBuilder::DropGpuOp(std::string_view why) {
+  Count(Diag::kGpuOpDropped);
+  auto& first = trace_.meta.first_dropped_gpu_op;
+  if (first.empty()) {
+    std::string name = ev_.has_name ? Unescaped(ev_.name) : std::string("(no name)");
+    if (name.size() > 80) name = name.substr(0, 77) + "...";
+    first = fmt::format("traceEvents[{}] '{}': {}", trace_.meta.raw_events - 1, name, why);
   }
 }
 

@@ -87,6 +87,20 @@ void Trace::Finalize() {
                    [](const GpuAnnotation& a, const GpuAnnotation& b) { return a.start < b.start; });
 }
 
+std::vector<std::string> GpuNamesUsed(const Trace& t) {
+  std::vector<bool> used;
+  for (uint32_t i = 0; i < t.gpu.size(); ++i) {
+    const auto dev = static_cast<size_t>(std::max(0, t.streams[t.gpu.stream[i].value()].device));
+    if (used.size() <= dev) used.resize(dev + 1, false);
+    used[dev] = true;
+  }
+  std::vector<std::string> names;
+  for (size_t dev = 0; dev < used.size(); ++dev) {
+    if (used[dev]) names.push_back(dev < t.meta.device_names.size() ? t.meta.device_names[dev] : "");
+  }
+  return names;
+}
+
 std::vector<std::vector<TimeNs>> RecordedCpuPoints(const Trace& t) {
   std::vector<std::vector<TimeNs>> points(t.threads.size());
   for (uint32_t i = 0; i < t.cpu.size(); ++i) {

@@ -59,10 +59,14 @@ void PrintSummary(const analysis::TraceAnalysis& a) {
   }
   const auto& cp = a.steady_path;
   auto pct = [&](analysis::PathCategory c) { return 100.0 * cp.Share(c); };
-  fmt::print("  critical path     ({} timeline) {:.1f} us: GPU {:.1f} %, comm {:.1f} %, CPU {:.1f} %, launch/idle {:.1f} %\n",
-             a.corrected() ? "corrected" : "traced", NsToUs(cp.total()), pct(analysis::PathCategory::kGpuCompute),
-             pct(analysis::PathCategory::kCommunication), pct(analysis::PathCategory::kCpu),
-             pct(analysis::PathCategory::kLaunch));
+  fmt::print("  critical path     ({} timeline) {:.1f} us of the {:.1f} us iteration: GPU {:.1f} %, comm {:.1f} %, CPU {:.1f} %, "
+             "launch/idle {:.1f} %\n",
+             a.corrected() ? "corrected" : "traced", NsToUs(cp.total()), NsToUs(a.timeline_ns()),
+             pct(analysis::PathCategory::kGpuCompute), pct(analysis::PathCategory::kCommunication),
+             pct(analysis::PathCategory::kCpu), pct(analysis::PathCategory::kLaunch));
+  for (const auto& gap : analysis::CriticalPathGaps(a)) {
+    fmt::print("  not on the path   {:.1f} us at the iteration's {}: {}\n", NsToUs(gap.ns), gap.where, gap.reason);
+  }
   const TimeNs span = std::max<TimeNs>(1, a.horizon - analysis::FirstIterationStart(*a.graph, a.iterations, a.timeline));
   for (const auto& g : a.gpus) {
     fmt::print("  GPU {}             busy {:.1f} % of {:.1f} ms ({} iterations); {:.1f} % of busy time in {} slack windows\n",

@@ -1,6 +1,8 @@
 // emo calibrate-overhead: fit the profiler-overhead calibration (the gauge's reference table
 // and the ratio per profiler configuration) from traced runs and their measured unprofiled
 // step times.
+#include <algorithm>
+
 #include <fmt/format.h>
 
 #include <nlohmann/json.hpp>
@@ -10,6 +12,7 @@
 #include "emo/analysis/analyze.h"
 #include "emo/analysis/overhead.h"
 #include "emo/base/file.h"
+#include "emo/trace/trace.h"
 
 namespace emo::cli {
 namespace {
@@ -77,6 +80,15 @@ int RunCalibrate(const CalibrateArgs& args) {
     const double d = gauges[i].Density();
     cal.density_lo = cal.density_hi > 0 ? std::min(cal.density_lo, d) : d;
     cal.density_hi = std::max(cal.density_hi, d);
+  }
+  // The hosts and CPU speeds it has seen: the GPUs of its traces and their gauge slowdowns.
+  for (size_t i = 0; i < all.size(); ++i) {
+    for (const auto& name : trace::GpuNamesUsed(*all[i].trace)) {
+      if (!name.empty() && std::find(cal.gpus.begin(), cal.gpus.end(), name) == cal.gpus.end()) cal.gpus.push_back(name);
+    }
+    if (!gauges[i].measured) continue;
+    cal.slowdown_lo = cal.slowdown_hi > 0 ? std::min(cal.slowdown_lo, gauges[i].slowdown) : gauges[i].slowdown;
+    cal.slowdown_hi = std::max(cal.slowdown_hi, gauges[i].slowdown);
   }
   nlohmann::json per = nlohmann::json::array();
   for (size_t i = 0; i < all.size(); ++i) {

@@ -10,6 +10,8 @@
 #include "emo/model/device.h"
 #include "emo/opt/trace_plan.h"
 #include "emo/policy/policy.h"
+#include "emo/report/plan_report.h"
+#include "emo/trace/trace.h"
 
 namespace emo::cli {
 namespace {
@@ -22,10 +24,9 @@ struct OptimizeArgs {
   double min_pack_ms = 10.0;
   std::string solver = "auto";
   std::string policy, frontier, json, iteration;
+  bool allow_device_mismatch = false;
   OverheadFlags overhead;
 };
-
-double Pct(double part, double whole) { return whole != 0 ? 100.0 * part / whole : 0.0; }
 
 int RunOptimize(const OptimizeArgs& args) {
   if (args.solver == "exact" && !opt::HaveExactSolver()) {
@@ -42,98 +43,44 @@ int RunOptimize(const OptimizeArgs& args) {
   plan_options.max_slowdown = args.max_slowdown;
   plan_options.packing.min_pack_ns = static_cast<TimeNs>(args.min_pack_ms * 1e6);
   plan_options.solver = args.solver == "exact" ? opt::SolverKind::kExact : opt::SolverKind::kFast;
-  nlohmann::json all = nlohmann::json::array();
+  // Every trace is read and checked against the device model before any is planned: a trace
+  // from another GPU is refused before work is spent, and no output is half written.
+  std::vector<analysis::TraceAnalysis> analyses;
+  std::vector<model::DeviceCheck> checks;
   for (const auto& path : args.traces) {
     fmt::print(stderr, "emo optimize: reading {} ...\n", path);
     auto a = analysis::AnalyzeTrace(path, options);
     if (!a.ok()) return Fail("optimize", a.status());
-    fmt::print(stderr, "emo optimize: planning {} ...\n", path);
-    auto plan = opt::PlanTrace(*a, *device, plan_options);
+    model::DeviceCheck check = model::CheckTraceGpu(*device, trace::GpuNamesUsed(*a->trace));
+    if (check.outcome == model::DeviceCheck::Outcome::kMismatch && !args.allow_device_mismatch) {
+      return Fail("optimize", InvalidArgument(fmt::format(
+                                  "{}: {}. Pass the model of the trace's GPU (`emo devices` lists them), or "
+                                  "--allow-device-mismatch to plan with this one anyway (every output then says so)",
+                                  path, check.message)));
+    }
+    analyses.push_back(std::move(a).value());
+    checks.push_back(std::move(check));
+  }
+  std::vector<opt::PlannedTrace> planned;
+  for (size_t i = 0; i < analyses.size(); ++i) {
+    fmt::print(stderr, "emo optimize: planning {} ({} of {}) ...\n", args.traces[i], i + 1, analyses.size());
+    auto plan = opt::PlanTrace(analyses[i], *device, plan_options);
     if (!plan.ok()) return Fail("optimize", plan.status());
-    const auto& b = plan->baseline;
-    const auto& p = plan->plan;
-    const auto& s = plan->static_best;
-    nlohmann::json j;
-    j["trace"] = path;
-    j["timeline"] = a->corrected() ? "corrected" : "traced";
-    j["baseline"] = {{"time_us", NsToUs(b.time_ns)}, {"energy_j", b.energy_j}};
-    j["plan"] = {{"time_us", NsToUs(p.time_ns)},
-                 {"energy_j", p.energy_j},
-                 {"saving_pct", Pct(b.energy_j - p.energy_j, b.energy_j)},
-                 {"slowdown_pct", Pct(static_cast<double>(p.time_ns - b.time_ns), static_cast<double>(b.time_ns))},
-                 {"packs", plan->packs.size()},
-                 {"switches", plan->switches}};
-    j["static_best"] = {{"clock_mhz", plan->static_best_clock.value()},
-                        {"time_us", NsToUs(s.time_ns)},
-                        {"energy_j", s.energy_j},
-                        {"saving_pct", Pct(b.energy_j - s.energy_j, b.energy_j)}};
-    if (plan->pass_level_phases > 0) {
-      const auto& pl = plan->pass_level;
-      const auto& kb = plan->per_kernel_blind;
-      j["baselines"] = {
-          {"pass_level", {{"phases", plan->pass_level_phases}, {"time_us", NsToUs(pl.time_ns)}, {"energy_j", pl.energy_j},
-                          {"saving_pct", Pct(b.energy_j - pl.energy_j, b.energy_j)}}},
-          {"per_kernel_blind", {{"time_us", NsToUs(kb.time_ns)}, {"energy_j", kb.energy_j},
-                                {"saving_pct", Pct(b.energy_j - kb.energy_j, b.energy_j)},
-                                {"slowdown_pct", Pct(static_cast<double>(kb.time_ns - b.time_ns), static_cast<double>(b.time_ns))},
-                                {"meets_target", kb.time_ns <= plan->deadline_ns}}}};
-    }
-    const auto& pg = plan->pack_graph;
-    auto gap_or_null = [](double g) { return g < 0 ? nlohmann::json(nullptr) : nlohmann::json(g); };
-    j["plan"]["from"] = plan->plan_from;
-    j["plan"]["scored_on"] = "kernel graph (every op scaled by its kernel class's time ratio at its pack's clock, replayed)";
-    j["pack_graph"] = {{"baseline", {{"time_us", NsToUs(pg.baseline.time_ns)}, {"energy_j", pg.baseline.energy_j}}},
-                       {"plan", {{"time_us", NsToUs(pg.plan.time_ns)}, {"energy_j", pg.plan.energy_j}}},
-                       {"solver_plan", {{"time_us", NsToUs(pg.solved.time_ns)}, {"energy_j", pg.solved.energy_j},
-                                        {"replayed_time_us", NsToUs(pg.solved_replayed.time_ns)},
-                                        {"replayed_energy_j", pg.solved_replayed.energy_j}}},
-                       {"deadline_tightenings", pg.tightenings}};
-    j["solver"] = {{"name", pg.solver},
-                   {"outcome", opt::OutcomeName(pg.outcome)},
-                   {"solve_ms", pg.solve_ms},
-                   {"gap_pct", gap_or_null(pg.gap_pct)},
-                   {"exact_gap_pct", gap_or_null(pg.exact_gap_pct)},
-                   {"exact_outcome", pg.exact_outcome.empty() ? nlohmann::json(nullptr) : nlohmann::json(pg.exact_outcome)},
-                   {"plan_ms", plan->solve_ms},
-                   {"replays", plan->replays}};
-    j["model"] = {{"device", plan->device}, {"source", plan->model_source},
-                  {"note", "energies are predictions of the device model, not measurements"}};
-    if (args.json != "-") {
-      fmt::print("{} ({} timeline, steady iteration {}; energies predicted by device model {})\n", path,
-                 a->corrected() ? "corrected" : "traced", a->iterations.iterations[a->steady].name, plan->model_source);
-      fmt::print("  {:<22} {:>12} {:>12} {:>9}\n", "", "time us", "energy J", "saving %");
-      fmt::print("  {:<22} {:>12.1f} {:>12.3f} {:>9}\n", "all at default clock", NsToUs(b.time_ns), b.energy_j, "-");
-      fmt::print("  {:<22} {:>12.1f} {:>12.3f} {:>9.2f}\n",
-                 fmt::format("static {:.0f} MHz", plan->static_best_clock.value()), NsToUs(s.time_ns), s.energy_j,
-                 Pct(b.energy_j - s.energy_j, b.energy_j));
-      if (plan->pass_level_phases > 0) {
-        const auto& pl = plan->pass_level;
-        const auto& kb = plan->per_kernel_blind;
-        fmt::print("  {:<22} {:>12.1f} {:>12.3f} {:>9.2f}\n", fmt::format("pass-level ({} phases)", plan->pass_level_phases),
-                   NsToUs(pl.time_ns), pl.energy_j, Pct(b.energy_j - pl.energy_j, b.energy_j));
-        fmt::print("  {:<22} {:>12.1f} {:>12.3f} {:>9.2f}   {}\n", "per-kernel, no slack", NsToUs(kb.time_ns), kb.energy_j,
-                   Pct(b.energy_j - kb.energy_j, b.energy_j), kb.time_ns <= plan->deadline_ns ? "" : "(misses the target)");
-      }
-      fmt::print("  {:<22} {:>12.1f} {:>12.3f} {:>9.2f}   ({} packs, {} switches/iteration; from the {})\n", "EMO plan",
-                 NsToUs(p.time_ns), p.energy_j, Pct(b.energy_j - p.energy_j, b.energy_j), plan->packs.size(),
-                 plan->switches, plan->plan_from);
-      fmt::print("  {:<22} {:>12.1f} {:>12.3f} {:>9.2f}   (pack graph; {} solver {}, {:.1f} ms{}{})\n", "  on the pack graph",
-                 NsToUs(pg.plan.time_ns), pg.plan.energy_j, Pct(pg.baseline.energy_j - pg.plan.energy_j, pg.baseline.energy_j),
-                 pg.solver, opt::OutcomeName(pg.outcome), pg.solve_ms,
-                 pg.gap_pct >= 0 ? fmt::format(", {:.3f} % above its bound", pg.gap_pct) : "",
-                 pg.exact_gap_pct > -1 && !pg.exact_outcome.empty() ? fmt::format(", {:+.3f} % vs CBC ({})", pg.exact_gap_pct, pg.exact_outcome) : "");
-    }
-    if (!args.policy.empty()) {
-      Status st = WriteJson(args.policy, policy::PolicyJson(*a, *plan));
-      if (!st.ok()) return Fail("optimize", st);
-    }
-    if (!args.frontier.empty()) {
-      std::string csv = "pack_graph_time_us,energy_j\n";
-      for (const auto& pt : plan->frontier) csv += fmt::format("{:.3f},{:.6f}\n", NsToUs(pt.time_ns), pt.energy_j);
-      Status st = WriteFile(args.frontier, csv);
-      if (!st.ok()) return Fail("optimize", st);
-    }
-    all.push_back(std::move(j));
+    const bool overridden = checks[i].outcome == model::DeviceCheck::Outcome::kMismatch;
+    planned.push_back({&analyses[i], &*device, std::move(plan).value(), std::move(checks[i]), overridden});
+  }
+  nlohmann::json all = nlohmann::json::array();
+  for (const auto& pt : planned) {
+    if (args.json != "-") fmt::print("{}", report::PlanText(pt));
+    all.push_back(report::PlanToJson(pt));
+  }
+  if (!args.policy.empty()) {
+    Status st = WriteJson(args.policy, policy::PolicyJson(planned));
+    if (!st.ok()) return Fail("optimize", st);
+  }
+  if (!args.frontier.empty()) {
+    Status st = WriteFile(args.frontier, report::FrontierCsv(planned));
+    if (!st.ok()) return Fail("optimize", st);
   }
   Status st = WriteJson(args.json, all.size() == 1 ? all[0] : nlohmann::json{{"traces", all}});
   return st.ok() ? 0 : Fail("optimize", st);
@@ -163,6 +110,9 @@ void SetupOptimize(CLI::App& app, int& exit_code) {
   cmd->add_option("--policy", args->policy, "Write the clock policy JSON");
   cmd->add_option("--frontier", args->frontier, "Write the pack graph's time-energy Pareto frontier (CSV)");
   cmd->add_option("--iteration", args->iteration, "Regex on CPU annotations marking iterations");
+  cmd->add_flag("--allow-device-mismatch", args->allow_device_mismatch,
+                "Plan even when the trace was recorded on another GPU than the device model describes\n"
+                "(refused by default); every output then says so");
   AddOverheadFlags(cmd, args->overhead);
   cmd->add_option("--json", args->json, "Write the JSON result to FILE ('-' = stdout)");
   cmd->callback([args, &exit_code] { exit_code = RunOptimize(*args); });

@@ -65,15 +65,49 @@ struct TraceAnalysis {
   CriticalPath steady_path;       // critical path of the steady iteration
   CriticalPath window_path;       // critical path of the whole window (for flags)
   std::vector<GpuSlack> gpus;
+  bool profiler_trace = false;    // a PyTorch-profiler trace (recorded operators)
+  std::string iteration_regex;    // the iteration marker used (ECMAScript)
 
   TimeNs measured_ns() const { return measured_times[steady]; }
   TimeNs replayed_ns() const { return replayed_times[steady]; }
   // Steady iteration on the analysis timeline (corrected when the correction is on).
   TimeNs timeline_ns() const { return timeline_times[steady]; }
   bool corrected() const { return overhead.source != OverheadSource::kOff; }
+  // Whether the corrected timeline has a band of plausible CPU scales around it.
+  bool HasBand() const {
+    return overhead.source == OverheadSource::kCalibration && (overhead.band_lo != 1 || overhead.band_hi != 1);
+  }
   double replay_error_pct() const;
   Diagnostics AllDiagnostics() const;  // trace + graph
 };
+
+// How far to trust the analysis timeline: the overhead correction's confidence when it is on;
+// "high" for a trace with no profiler overhead to undo; "low" for a profiler trace whose
+// correction was turned off (its CPU time includes the profiler's own).
+struct TimelineConfidence {
+  std::string level;  // "high" | "medium" | "low"
+  std::string note;
+};
+TimelineConfidence ConfidenceOf(const TraceAnalysis& a);
+
+// Node durations with the CPU scale at `factor` x the correction's (one end of its band).
+std::vector<TimeNs> BandDurations(const TraceAnalysis& a, double factor);
+
+// A part of the steady iteration its critical path does not cover, and why.
+struct PathGap {
+  std::string where;   // "start" or "end" of the iteration
+  TimeNs ns = 0;
+  std::string reason;
+};
+std::vector<PathGap> CriticalPathGaps(const TraceAnalysis& a);
+void to_json(nlohmann::json& j, const PathGap& g);
+
+// Below this, a steady iteration is too short for what-ifs and plans: clock switches and
+// energy counters are far coarser, and its times are timer jitter.
+inline constexpr TimeNs kMinIterationNs = 10'000;
+// InvalidArgument when the steady iteration is shorter than kMinIterationNs (naming the
+// trace, the iteration and its length), Ok otherwise. `what` says what was refused.
+Status CheckIterationLength(const TraceAnalysis& a, std::string_view what);
 
 // Reads and analyses one trace file.
 Result<TraceAnalysis> AnalyzeTrace(const std::string& path, const AnalyzeOptions& options);

@@ -30,7 +30,10 @@ struct IterationMap {
 // The iteration whose annotation window [start, end) contains `time`, or -1.
 int32_t IterationAt(const IterationMap& m, TimeNs time);
 
-// Default marker: ^ProfilerStep#\d+$. `regex` (ECMAScript, searched) overrides it.
+// The default iteration marker: PyTorch profiler's step annotations.
+inline constexpr const char* kDefaultIterationRegex = "^ProfilerStep#\\d+$";
+
+// Default marker: kDefaultIterationRegex. `regex` (ECMAScript, searched) overrides it.
 Result<IterationMap> FindIterations(const graph::Graph& g, const std::string& regex);
 
 // End of every iteration under schedule `s`: max(the annotation end, shifted with the node of

@@ -58,6 +58,13 @@ struct OverheadCalibration {
   // whose time the CPU sets (GPU-bound traces excluded): the kind of loop it has seen. A trace
   // outside this range gets a low confidence.
   double density_lo = 0, density_hi = 0;
+  // The gauge's CPU slowdowns over the calibration's traces (SpeedGauge::slowdown): the host
+  // CPU and profiler speed it has seen. A trace outside gets a low confidence, and its
+  // slowdown is clamped into this range: the correction never scales CPU time by a factor the
+  // calibration has not seen. 0: unknown (an old calibration file).
+  double slowdown_lo = 0, slowdown_hi = 0;
+  // The GPUs of the calibration's traces (deviceProperties names): its hosts. Empty: unknown.
+  std::vector<std::string> gpus;
   std::string source;        // "shipped h200/torch-2.11" or the file it was read from
   double Ratio(bool record_shapes) const { return record_shapes ? ratio_shapes : ratio_light; }
 };
@@ -106,12 +113,17 @@ struct OverheadModel {
   // A rank of a multi-GPU job: its iteration also waits for other ranks, whose overhead this
   // trace cannot undo, so being GPU-bound once corrected says nothing about its accuracy.
   bool waits_on_other_ranks = false;
+  // The trace's host or profiler configuration is unlike the calibration's (another GPU host,
+  // a CPU speed or profiler setting it never saw): the confidence stays low.
+  bool unlike_host = false;
   // The ratio's plausible band for this trace, as factors on cpu_scale: the corrected time is
   // also replayed at both ends (TraceAnalysis::corrected_lo_ns / corrected_hi_ns). The bands
   // span the factor each of our H200 traces needs on its own against the shipped calibration
   // (bench/overhead_lowo.sh traces, both held-out sets included, so not an independent test):
-  // medium confidence 0.8-1.35 (training loops inside the calibration's range: 0.82-1.33),
-  // low 0.55-1.5 (the others: 0.57-1.50, DataLoader loops slower unprofiled aside).
+  // medium confidence 0.8-1.35 (training loops inside the calibration's range: 0.82-1.33);
+  // low: from the smallest scale the calibration saw for the configuration (its ratio over
+  // the largest slowdown) to no correction at all. Neither reaches past the traced time: the
+  // profiler does not make a run faster.
   double band_lo = 1, band_hi = 1;
   std::string confidence;        // "high" / "medium" / "low": how far to trust the corrected times
   std::string note;              // which calibration, and why the confidence is what it is

@@ -2,6 +2,7 @@
 #pragma once
 
 #include <span>
+#include <string>
 #include <vector>
 
 #include "emo/analysis/iterations.h"
@@ -26,17 +27,36 @@ enum class PathCategory : uint8_t { kGpuCompute, kCommunication, kCpu, kLaunch, 
 PathCategory CategoryOf(const graph::Graph& g, graph::NodeId v);
 
 // The critical path ending at `sink`, walked back along binding constraints until `from`.
+// It covers [from, until) when every step back finds the constraint that set a node's time;
+// where the trace does not say (a thread's first recorded event, an op launched before the
+// trace) or the iteration's marker reaches past its last recorded node, the gaps are reported
+// with the reason, never hidden.
 struct CriticalPath {
   std::vector<graph::NodeId> nodes;  // in time order
   // Time on the path per category (ns): GPU op durations (compute or NCCL communication),
   // CPU intervals and API calls, launch latency and GPU idle gaps on edges.
   TimeNs time[static_cast<size_t>(PathCategory::kCount)] = {};
-  TimeNs total() const;
+  // How the walk back ended.
+  enum class Stop : uint8_t {
+    kComplete,   // it reached `from`
+    kRoot,       // at a node with no predecessor in the trace, after `from`
+    kNoBinding,  // at a node none of whose constraints set its time (should not happen)
+  };
+  Stop stop = Stop::kComplete;
+  TimeNs head_gap_ns = 0;  // [from, the path's start): not covered (stop != kComplete)
+  TimeNs tail_gap_ns = 0;  // [the sink's end, until): not covered
+  TimeNs total() const;    // covered time: the sum over categories
   // Share of the path's time in category c (0..1).
   double Share(PathCategory c) const;
 };
+// `until` (default: the sink's end) is where the iteration ends; a sink that ends earlier
+// leaves a tail gap.
 CriticalPath FindCriticalPath(const graph::Graph& g, std::span<const TimeNs> durations,
-                              const Schedule& s, graph::NodeId sink, TimeNs from);
+                              const Schedule& s, graph::NodeId sink, TimeNs from,
+                              TimeNs until = INT64_MIN);
+// Why a walk stopped where it did, in words (for reports): names the node and its thread or
+// stream.
+std::string DescribePathStart(const graph::Graph& g, const CriticalPath& cp);
 
 // HTA-compatible critical path (Holistic Trace Analysis' weighting, for comparing with it) on
 // the measured timeline of the nodes in `window`: the longest path where a GPU op weighs its

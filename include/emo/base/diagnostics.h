@@ -19,6 +19,7 @@ enum class Diag : uint16_t {
   kEventMissingField,         // an X event without ts / dur / name
   kBadTimestamp,              // ts or dur not a number
   kNegativeDuration,          // dur < 0 (clamped to 0)
+  kGpuOpDropped,              // a kernel/memcpy/memset event dropped: missing or unreadable ts/dur
   kUnknownCategory,           // cat not handled (counted, ignored)
   kPythonFunctionIgnored,     // python_function events (with_stack) are not graph nodes
   kCudaEventIgnored,          // cuda_event records (Kineto >= 2025-11) are not used yet
@@ -46,6 +47,7 @@ enum class Diag : uint16_t {
   kIterationMarkerMissing,    // no ProfilerStep/regex marker: the whole trace is one iteration
   kIterationPartial,          // iteration cut by the trace window
   kCpuBoundOnlyWhenTraced,    // CPU-bound as traced, GPU-bound once the profiler's overhead is undone
+  kIterationTooShort,         // the steady iteration is too short to analyse meaningfully
   kCount
 };
 

@@ -17,8 +17,9 @@ struct GraphOptions {
   // A sync edge whose source ends later than this after the blocking call returned is
   // inconsistent with the measured run and dropped (clock skew tolerance, ns).
   TimeNs skew_tolerance_ns = 1000;
-  // A thread idle longer than this before an API call was woken by another thread: the call
-  // gets a cross-thread edge from the latest API call end on another thread (ns).
+  // A thread that recorded nothing for longer than this slept: when an API call of another
+  // thread ended meanwhile, the latest such call woke it and a cross-thread edge joins them
+  // (a thread's first recorded work, likewise, follows the last call of another thread) (ns).
   TimeNs cross_thread_idle_ns = 50000;
   // A GPU op that started more than `contention_gap_ns` after all its dependencies were met,
   // within `contention_window_ns` after an op of another stream on the same device ended (or

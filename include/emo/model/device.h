@@ -36,6 +36,9 @@ struct DeviceModel {
   std::string name;               // file stem: "h200", "a100-sxm"
   std::string gpu;                // marketing name
   std::string path;               // the file it was read from
+  // ECMAScript regex (case-insensitive, searched) matching the GPU names traces give for this
+  // GPU (deviceProperties[].name: "NVIDIA H200"); empty: traces cannot be checked against it.
+  std::string trace_gpu_regex;
   std::vector<MegaHertz> clocks;  // ascending; clocks.back() == gpu_params.f_max
   MegaHertz default_clock{0.0};
   GpuParams params;                 // f_max, P_static, voltage curve, power limit
@@ -57,6 +60,18 @@ struct DeviceModel {
   // The table clock nearest to f.
   MegaHertz NearestClock(MegaHertz f) const;
 };
+
+// Whether a trace was recorded on the GPU a device model describes.
+struct DeviceCheck {
+  enum class Outcome { kMatch, kUnchecked, kMismatch };
+  Outcome outcome = Outcome::kUnchecked;
+  std::string trace_gpu;  // the trace's GPU names, joined ("" when it names none)
+  std::string message;    // one sentence for reports, naming both
+};
+// Checks the GPU names a trace recorded (one per device it used; empty when it recorded none)
+// against the model's trace_gpu_regex.
+DeviceCheck CheckTraceGpu(const DeviceModel& device, const std::vector<std::string>& trace_gpus);
+std::string_view DeviceCheckName(DeviceCheck::Outcome o);
 
 // Parses a device file's JSON. `path` names it in errors.
 Result<DeviceModel> ParseDevice(const nlohmann::json& j, const std::string& path);

@@ -52,8 +52,11 @@ std::vector<ClockOption> PackClockOptions(const DeviceModel& device, const Class
                                           MegaHertz measured_clock);
 
 // Per clock of the device's table (ascending) and kernel class: the time of that class's work
-// at the clock over its time at the default clock (PackUnitModel of the class alone).
-std::vector<std::array<double, kNumKernelClasses>> ClassTimeRatios(const DeviceModel& device);
+// at the clock over its measured time (PackUnitModel of the class alone, measured at
+// `measured_clock`: the default clock, or the clock the power limiter held the run at, above
+// which every ratio is 1).
+std::vector<std::array<double, kNumKernelClasses>> ClassTimeRatios(const DeviceModel& device,
+                                                                   MegaHertz measured_clock);
 
 // Indices of the Pareto-optimal options (no other option is at most as slow and at most as
 // costly, and strictly better in one), sorted by time ascending. Ties in both keep the first.

@@ -15,6 +15,7 @@
 // on the kernel graph wins (so it is never worse than the static best).
 #pragma once
 
+#include <array>
 #include <string>
 #include <vector>
 
@@ -81,6 +82,21 @@ struct TracePlan {
     size_t tightenings = 0;          // deadline cuts until the replay met the target
   } pack_graph;
   std::vector<PlanPoint> frontier;   // the pack graph's time-energy frontier (solver)
+  // The power limit. The model's average power of the steady iteration at the default clock
+  // (measured durations), and the clock the limiter holds it at: the default clock when that
+  // power is within the device's cap power, else the highest clock where it is. The trace's GPU
+  // durations ran at that clock, every energy above is computed with them there, and a higher
+  // planned clock changes nothing.
+  double default_demand_w = 0;
+  MegaHertz throttle_clock{0.0};
+  bool power_capped(const model::DeviceModel& d) const { return throttle_clock < d.default_clock; }
+  // The plan's clocks scored at the ends of the overhead correction's band (empty without one):
+  // the baseline and the plan when the real timeline is at that end.
+  struct BandEnd {
+    double factor = 1;  // on the correction's CPU scale
+    PlanPoint baseline, plan;
+  };
+  std::vector<BandEnd> band;
   std::string plan_from;             // which start the final plan descended from
   double solve_ms = 0;
   size_t replays = 0;
@@ -88,5 +104,23 @@ struct TracePlan {
 
 Result<TracePlan> PlanTrace(const analysis::TraceAnalysis& a, const model::DeviceModel& device,
                             const TracePlanOptions& options);
+
+// 100 x (baseline energy - p's) / baseline energy, and 100 x (p's time - baseline's) / baseline's.
+double SavingPct(const PlanPoint& baseline, const PlanPoint& p);
+double SlowdownPct(const PlanPoint& baseline, const PlanPoint& p);
+// The plan's saving and slowdown over its timeline and both ends of the overhead correction's
+// band: {least, most}.
+std::array<double, 2> SavingRangePct(const TracePlan& plan);
+std::array<double, 2> SlowdownRangePct(const TracePlan& plan);
+
+// A plan with what it rests on, for reports and the policy: the analysis it was made from, the
+// device model, and whether the trace's GPU is the one the model describes.
+struct PlannedTrace {
+  const analysis::TraceAnalysis* analysis = nullptr;
+  const model::DeviceModel* device = nullptr;
+  TracePlan plan;
+  model::DeviceCheck device_check;
+  bool device_mismatch_allowed = false;  // planned although the GPUs differ (user's choice)
+};
 
 }  // namespace emo::opt

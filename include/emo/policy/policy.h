@@ -1,7 +1,10 @@
 // The versioned JSON clock policy (BRIEF stage 7): per GPU, packs anchored to launch-sequence
-// positions in the steady iteration, the clock of each, predicted time and energy, and which
-// device model produced them. docs/policy.md documents the format.
+// positions in the steady iteration, the clock of each, predicted time and energy, how sure
+// the timeline under them is, and which device model produced them. docs/policy.md documents
+// the format.
 #pragma once
+
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -10,9 +13,9 @@
 
 namespace emo::policy {
 
-inline constexpr int kPolicyVersion = 1;
+inline constexpr int kPolicyVersion = 2;
 
-// The policy of `plan`, made for the trace analysed in `a`.
-nlohmann::json PolicyJson(const analysis::TraceAnalysis& a, const opt::TracePlan& plan);
+// One policy for every planned trace (one per rank): a plan per GPU.
+nlohmann::json PolicyJson(const std::vector<opt::PlannedTrace>& plans);
 
 }  // namespace emo::policy

@@ -160,6 +160,7 @@ struct TraceMeta {
   bool rocm = false;           // a ROCm/HIP trace (flagged unsupported by analyses)
   int64_t base_time_ns = 0;    // baseTimeNanoseconds (already added to every time)
   int64_t raw_events = 0;      // traceEvents entries read
+  std::string first_dropped_gpu_op;  // the first GPU op event dropped (bad or missing times), "" when none
 };
 
 // The normalized trace of one rank.
@@ -188,6 +189,10 @@ struct Trace {
   std::map<std::pair<int64_t, int64_t>, uint32_t> thread_index_;
   std::map<std::pair<int32_t, int64_t>, uint32_t> stream_index_;
 };
+
+// The GPU names (deviceProperties) of the devices the trace's GPU ops ran on, one per device in
+// device order; "" for a device the trace does not name.
+std::vector<std::string> GpuNamesUsed(const Trace& t);
 
 // Enter and exit times of the recorded CPU ranges (operators and annotations) of every thread,
 // sorted, indexed by ThreadId: where the profiler was at work on a thread.

@@ -1,0 +1,186 @@
+#include "emo/report/plan_report.h"
+
+#include <fmt/format.h>
+
+namespace emo::report {
+namespace {
+
+using nlohmann::json;
+
+json PointJson(const opt::PlanPoint& baseline, const opt::PlanPoint& p) {
+  return {{"time_us", NsToUs(p.time_ns)},
+          {"energy_j", p.energy_j},
+          {"saving_pct", opt::SavingPct(baseline, p)},
+          {"slowdown_pct", opt::SlowdownPct(baseline, p)}};
+}
+
+json NullIfNegative(double x) { return x < 0 ? json(nullptr) : json(x); }
+
+// The caveats a reader must see beside the numbers: the timeline's confidence, the device check
+// and the power limit.
+std::vector<std::string> Warnings(const opt::PlannedTrace& pt) {
+  const auto& a = *pt.analysis;
+  const auto& plan = pt.plan;
+  std::vector<std::string> w;
+  const auto conf = analysis::ConfidenceOf(a);
+  if (conf.level == "low") {
+    const auto saving = opt::SavingRangePct(plan);
+    w.push_back(fmt::format(
+        "this plan rests on a low-confidence timeline (confidence_note says why): over its range {:.1f}-{:.1f} us "
+        "the same clocks save {:.1f} to {:.1f} %; measure the unprofiled step and pass --step-time for a plan to act "
+        "on",
+        NsToUs(a.corrected_lo_ns), NsToUs(a.corrected_hi_ns), saving[0], saving[1]));
+  }
+  if (pt.device_check.outcome == model::DeviceCheck::Outcome::kMismatch) {
+    w.push_back(fmt::format("device mismatch, planned anyway (--allow-device-mismatch): {}", pt.device_check.message));
+  } else if (pt.device_check.outcome == model::DeviceCheck::Outcome::kUnchecked) {
+    w.push_back("device not checked: " + pt.device_check.message);
+  }
+  for (const auto& row : a.AllDiagnostics().Rows()) {
+    if (row.severity == Severity::kError) {
+      w.push_back(fmt::format("trace problem {} x{}: {}", row.name, row.count, row.description));
+    }
+  }
+  if (plan.power_capped(*pt.device)) {
+    w.push_back(fmt::format(
+        "power-capped: at the default clock the model puts the iteration at {:.0f} W, above the {:.0f} W the power "
+        "limiter holds ({:.0f} W limit), so the GPU ran throttled near {:.0f} MHz; energies are computed there, and "
+        "clocks above it save nothing",
+        plan.default_demand_w, pt.device->cap_power.value(), pt.device->params.power_limit.value(),
+        plan.throttle_clock.value()));
+  }
+  return w;
+}
+
+std::string Plural(size_t n, std::string_view one, std::string_view many) {
+  return fmt::format("{} {}", n, n == 1 ? one : many);
+}
+
+}  // namespace
+
+json PlanToJson(const opt::PlannedTrace& pt) {
+  const auto& a = *pt.analysis;
+  const auto& plan = pt.plan;
+  const auto& b = plan.baseline;
+  json j;
+  j["trace"] = a.trace->meta.source_path;
+  j["rank"] = a.trace->meta.rank;
+  j["timeline"] = a.corrected() ? "corrected" : "traced";
+  j["steady_iteration"] = a.iterations.iterations[a.steady].name;
+  const auto conf = analysis::ConfidenceOf(a);
+  j["confidence"] = conf.level;
+  j["confidence_note"] = conf.note;
+  j["timeline_range_us"] = {NsToUs(a.corrected() ? a.corrected_lo_ns : a.timeline_ns()),
+                            NsToUs(a.corrected() ? a.corrected_hi_ns : a.timeline_ns())};
+  j["baseline"] = {{"time_us", NsToUs(b.time_ns)}, {"energy_j", b.energy_j}};
+  j["plan"] = PointJson(b, plan.plan);
+  const auto saving = opt::SavingRangePct(plan);
+  const auto slowdown = opt::SlowdownRangePct(plan);
+  j["plan"]["saving_range_pct"] = {saving[0], saving[1]};
+  j["plan"]["slowdown_range_pct"] = {slowdown[0], slowdown[1]};
+  j["plan"]["packs"] = plan.packs.size();
+  j["plan"]["switches"] = plan.switches;
+  j["plan"]["from"] = plan.plan_from;
+  j["plan"]["scored_on"] = "kernel graph (every op scaled by its kernel class's time ratio at its pack's clock, replayed)";
+  j["static_best"] = PointJson(b, plan.static_best);
+  j["static_best"]["clock_mhz"] = plan.static_best_clock.value();
+  if (plan.pass_level_phases > 0) {
+    j["baselines"]["pass_level"] = PointJson(b, plan.pass_level);
+    j["baselines"]["pass_level"]["phases"] = plan.pass_level_phases;
+    j["baselines"]["per_kernel_blind"] = PointJson(b, plan.per_kernel_blind);
+    j["baselines"]["per_kernel_blind"]["meets_target"] = plan.per_kernel_blind.time_ns <= plan.deadline_ns;
+  }
+  const auto& pg = plan.pack_graph;
+  j["pack_graph"] = {{"baseline", {{"time_us", NsToUs(pg.baseline.time_ns)}, {"energy_j", pg.baseline.energy_j}}},
+                     {"plan", {{"time_us", NsToUs(pg.plan.time_ns)}, {"energy_j", pg.plan.energy_j}}},
+                     {"solver_plan", {{"time_us", NsToUs(pg.solved.time_ns)}, {"energy_j", pg.solved.energy_j},
+                                      {"replayed_time_us", NsToUs(pg.solved_replayed.time_ns)},
+                                      {"replayed_energy_j", pg.solved_replayed.energy_j}}},
+                     {"deadline_tightenings", pg.tightenings}};
+  j["solver"] = {{"name", pg.solver},
+                 {"outcome", opt::OutcomeName(pg.outcome)},
+                 {"solve_ms", pg.solve_ms},
+                 {"gap_pct", NullIfNegative(pg.gap_pct)},
+                 {"exact_gap_pct", pg.exact_outcome.empty() ? json(nullptr) : json(pg.exact_gap_pct)},
+                 {"exact_outcome", pg.exact_outcome.empty() ? json(nullptr) : json(pg.exact_outcome)},
+                 {"plan_ms", plan.solve_ms},
+                 {"replays", plan.replays}};
+  const auto& d = *pt.device;
+  j["model"] = {{"device", plan.device},
+                {"source", plan.model_source},
+                {"note", "energies are predictions of the device model, not measurements"},
+                {"device_check", {{"outcome", model::DeviceCheckName(pt.device_check.outcome)},
+                                  {"trace_gpu", pt.device_check.trace_gpu},
+                                  {"model_gpu", d.gpu},
+                                  {"overridden", pt.device_mismatch_allowed},
+                                  {"message", pt.device_check.message}}}};
+  j["power"] = {{"limit_w", d.params.power_limit.value()},
+                {"cap_w", d.cap_power.value()},
+                {"default_demand_w", plan.default_demand_w},
+                {"capped", plan.power_capped(d)},
+                {"throttle_clock_mhz", plan.throttle_clock.value()},
+                {"baseline_avg_w", b.time_ns > 0 ? b.energy_j / NsToS(b.time_ns) : 0.0},
+                {"plan_avg_w", plan.plan.time_ns > 0 ? plan.plan.energy_j / NsToS(plan.plan.time_ns) : 0.0}};
+  j["warnings"] = Warnings(pt);
+  return j;
+}
+
+std::string PlanText(const opt::PlannedTrace& pt) {
+  const auto& a = *pt.analysis;
+  const auto& plan = pt.plan;
+  const auto& b = plan.baseline;
+  std::string out = fmt::format("{} ({} timeline, steady iteration {}; energies predicted by device model {})\n",
+                                a.trace->meta.source_path, a.corrected() ? "corrected" : "traced",
+                                a.iterations.iterations[a.steady].name, plan.model_source);
+  auto row = [&](std::string label, const opt::PlanPoint& p, std::string note) {
+    out += fmt::format("  {:<22} {:>12.1f} {:>12.3f} {:>9.2f}{}\n", label, NsToUs(p.time_ns), p.energy_j,
+                       opt::SavingPct(b, p), note.empty() ? "" : "   " + note);
+  };
+  out += fmt::format("  {:<22} {:>12} {:>12} {:>9}\n", "", "time us", "energy J", "saving %");
+  out += fmt::format("  {:<22} {:>12.1f} {:>12.3f} {:>9}{}\n", "all at default clock", NsToUs(b.time_ns), b.energy_j, "-",
+                     plan.power_capped(*pt.device)
+                         ? fmt::format("   (power-capped: runs near {:.0f} MHz)", plan.throttle_clock.value())
+                         : "");
+  row(fmt::format("static {:.0f} MHz", plan.static_best_clock.value()), plan.static_best, "");
+  if (plan.pass_level_phases > 0) {
+    row(fmt::format("pass-level ({})", Plural(plan.pass_level_phases, "phase", "phases")), plan.pass_level, "");
+    row("per-kernel, no slack", plan.per_kernel_blind,
+        plan.per_kernel_blind.time_ns <= plan.deadline_ns ? "" : "(misses the target)");
+  }
+  const auto saving = opt::SavingRangePct(plan);
+  row("EMO plan", plan.plan,
+      fmt::format("({}, {}/iteration; from the {})", Plural(plan.packs.size(), "pack", "packs"),
+                  Plural(plan.switches, "switch", "switches"), plan.plan_from));
+  const auto& pg = plan.pack_graph;
+  out += fmt::format("  {:<22} {:>12.1f} {:>12.3f} {:>9.2f}   (pack graph; {} solver {}, {:.1f} ms{}{})\n",
+                     "  on the pack graph", NsToUs(pg.plan.time_ns), pg.plan.energy_j,
+                     opt::SavingPct(pg.baseline, pg.plan), pg.solver, opt::OutcomeName(pg.outcome), pg.solve_ms,
+                     pg.gap_pct >= 0 ? fmt::format(", {:.3f} % above its bound", pg.gap_pct) : "",
+                     !pg.exact_outcome.empty() ? fmt::format(", {:+.3f} % vs CBC ({})", pg.exact_gap_pct, pg.exact_outcome)
+                                               : "");
+  const auto conf = analysis::ConfidenceOf(a);
+  out += fmt::format("  timeline confidence {}: {}\n  saving {:.1f} to {:.1f} % over the timeline's range {:.1f}-{:.1f} us\n",
+                     conf.level, conf.note, saving[0], saving[1],
+                     NsToUs(a.corrected() ? a.corrected_lo_ns : a.timeline_ns()),
+                     NsToUs(a.corrected() ? a.corrected_hi_ns : a.timeline_ns()));
+  for (const auto& w : Warnings(pt)) out += "  warning: " + w + "\n";
+  return out;
+}
+
+std::string FrontierCsv(const std::vector<opt::PlannedTrace>& plans) {
+  std::string csv = "trace,rank,pack_graph_time_us,energy_j\n";
+  for (const auto& pt : plans) {
+    std::string trace = pt.analysis->trace->meta.source_path;
+    if (trace.find_first_of(",\"\n") != std::string::npos) {
+      std::string quoted = "\"";
+      for (char c : trace) quoted += c == '"' ? std::string("\"\"") : std::string(1, c);
+      trace = quoted + "\"";
+    }
+    for (const auto& p : pt.plan.frontier) {
+      csv += fmt::format("{},{},{:.3f},{:.6f}\n", trace, pt.analysis->trace->meta.rank, NsToUs(p.time_ns), p.energy_j);
+    }
+  }
+  return csv;
+}
+
+}  // namespace emo::report
