@@ -123,9 +123,13 @@ void BandCorrectedTime(TraceAnalysis& a) {
 }  // namespace
 
 Result<TraceAnalysis> AnalyzeTrace(const std::string& path, const AnalyzeOptions& options) {
-  TraceAnalysis a;
   EMO_ASSIGN_OR_RETURN(trace::Trace t, trace::ReadTrace(path));
-  a.trace = std::make_unique<trace::Trace>(std::move(t));
+  return AnalyzeTrace(std::move(t), options);
+}
+
+Result<TraceAnalysis> AnalyzeTrace(trace::Trace trace, const AnalyzeOptions& options) {
+  TraceAnalysis a;
+  a.trace = std::make_unique<trace::Trace>(std::move(trace));
   EMO_ASSIGN_OR_RETURN(graph::Graph g, graph::BuildGraph(*a.trace, options.graph));
   a.graph = std::make_unique<graph::Graph>(std::move(g));
   EMO_ASSIGN_OR_RETURN(a.iterations, FindIterations(*a.graph, options.iteration_regex));

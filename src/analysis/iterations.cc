@@ -1,6 +1,7 @@
 #include "emo/analysis/iterations.h"
 
 #include <algorithm>
+#include <cmath>
 #include <numeric>
 #include <regex>
 
@@ -10,32 +11,28 @@ namespace emo::analysis {
 
 using graph::NodeKind;
 
-namespace {
-
-// Nodes of thread `th` (CPU nodes), in time order.
-std::vector<uint32_t> ThreadNodes(const graph::Graph& g, trace::ThreadId th) {
-  std::vector<uint32_t> out;
+std::vector<std::vector<uint32_t>> CpuNodesByThread(const graph::Graph& g) {
   const auto& n = g.nodes();
+  std::vector<std::vector<uint32_t>> out(g.trace().threads.size());
   for (uint32_t v = 0; v < n.size(); ++v) {
-    if (n.kind[v] != NodeKind::kGpuOp && n.resource[v] == th.value()) out.push_back(v);
+    if (n.kind[v] != NodeKind::kGpuOp) out[n.resource[v]].push_back(v);
   }
   return out;
 }
 
-// Maps a measured time on a thread to the replayed timeline: shifted with the CPU node that
-// contains it (or the last node before it).
-TimeNs ShiftOnThread(const graph::Graph& g, const std::vector<uint32_t>& nodes, const Schedule& s,
-                     TimeNs t) {
+TimeNs MapOnThread(const graph::Graph& g, std::span<const uint32_t> nodes, const Schedule& s, TimeNs t,
+                   InNode in_node) {
   const auto& n = g.nodes();
   auto it = std::upper_bound(nodes.begin(), nodes.end(), t,
                              [&](TimeNs x, uint32_t v) { return x < n.start[v]; });
   if (it == nodes.begin()) return t + (nodes.empty() ? 0 : s.start[nodes.front()] - n.start[nodes.front()]);
   uint32_t v = *(it - 1);
-  if (t <= n.end[v]) return std::min(s.start[v] + (t - n.start[v]), s.end[v]);
-  return s.end[v] + (t - n.end[v]);
+  if (t > n.end[v]) return s.end[v] + (t - n.end[v]);
+  if (in_node == InNode::kShift || n.end[v] == n.start[v]) return std::min(s.start[v] + (t - n.start[v]), s.end[v]);
+  // In double: offset x duration overflows int64 for nodes of a few seconds.
+  const double fraction = static_cast<double>(t - n.start[v]) / static_cast<double>(n.end[v] - n.start[v]);
+  return s.start[v] + std::llround(fraction * static_cast<double>(s.end[v] - s.start[v]));
 }
-
-}  // namespace
 
 int32_t IterationAt(const IterationMap& m, TimeNs time) {
   auto it = std::upper_bound(m.iterations.begin(), m.iterations.end(), time,
@@ -103,23 +100,10 @@ std::vector<TimeNs> IterationEnds(const graph::Graph& g, const IterationMap& m, 
     if (it < 0 || n.kind[v] == NodeKind::kCpuInterval) continue;
     ends[static_cast<size_t>(it)] = std::max(ends[static_cast<size_t>(it)], s.end[v]);
   }
-  std::vector<trace::ThreadId> seen;
-  std::vector<std::vector<uint32_t>> thread_nodes;
+  const auto thread_nodes = CpuNodesByThread(g);
   for (size_t i = 0; i < m.iterations.size(); ++i) {
     const auto& itv = m.iterations[i];
-    if (!itv.thread.valid()) continue;
-    auto pos = std::find(seen.begin(), seen.end(), itv.thread);
-    if (pos == seen.end()) {
-      seen.push_back(itv.thread);
-      thread_nodes.push_back(ThreadNodes(g, itv.thread));
-      pos = seen.end() - 1;
-    }
-    const auto& nodes = thread_nodes[static_cast<size_t>(pos - seen.begin())];
-    if (nodes.empty()) {
-      ends[i] = std::max(ends[i], itv.end);
-      continue;
-    }
-    ends[i] = std::max(ends[i], ShiftOnThread(g, nodes, s, itv.end));
+    if (itv.thread.valid()) ends[i] = std::max(ends[i], MapOnThread(g, thread_nodes[itv.thread.value()], s, itv.end));
   }
   for (size_t i = 0; i < ends.size(); ++i) {
     if (ends[i] == INT64_MIN) ends[i] = i > 0 ? ends[i - 1] : m.iterations[i].end;
@@ -134,9 +118,7 @@ TimeNs FirstIterationStart(const graph::Graph& g, const IterationMap& m, const S
     for (TimeNs x : s.start) lo = std::min(lo, x);
     return lo;
   }
-  auto nodes = ThreadNodes(g, first.thread);
-  if (nodes.empty()) return first.start;
-  return ShiftOnThread(g, nodes, s, first.start);
+  return MapOnThread(g, CpuNodesByThread(g)[first.thread.value()], s, first.start);
 }
 
 std::vector<TimeNs> IterationTimes(const graph::Graph& g, const IterationMap& m, const Schedule& s) {

@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <set>
 #include <string>
 
 #include <nlohmann/json.hpp>
@@ -179,6 +180,37 @@ TEST(CliTest, ErrorsNameTheFileAndFail) {
   const EmoRun no_device = Emo("optimize " + kHeldout + " --device no-such-gpu");
   EXPECT_NE(no_device.exit_code, 0);
   EXPECT_NE(no_device.out.find("no-such-gpu"), std::string::npos) << no_device.out;
+}
+
+// --perfetto with several traces writes one file, each rank its own processes; a Perfetto file
+// that cannot be written costs neither the analysis nor the JSON.
+TEST(CliTest, PerfettoTakesSeveralTracesAndNeverCostsTheJson) {
+  const auto tmp = std::filesystem::temp_directory_path();
+  const auto json_path = (tmp / "emo_cli_test_perfetto_analysis.json").string();
+  const auto perfetto_path = (tmp / "emo_cli_test_perfetto.json").string();
+  const EmoRun two = Emo("analyze " + kExample + " " + kHeldout + " --json " + json_path + " --perfetto " + perfetto_path);
+  EXPECT_EQ(two.exit_code, 0) << two.out;
+  std::ifstream in(perfetto_path);
+  const auto p = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
+  ASSERT_TRUE(p.is_object()) << perfetto_path;
+  std::set<std::string> cpu_processes;
+  for (const auto& e : p["traceEvents"]) {
+    if (e["ph"] != "M" || e["name"] != "process_name") continue;
+    const std::string name = e["args"]["name"];
+    if (name.find(" CPU, ") != std::string::npos) cpu_processes.insert(name.substr(0, name.find(',')));
+  }
+  EXPECT_EQ(cpu_processes, (std::set<std::string>{"rank 0 CPU", "rank 1 CPU"}));
+  EXPECT_EQ(p["otherData"]["ranks"].size(), 2u);
+  std::filesystem::remove(perfetto_path);
+  std::filesystem::remove(json_path);
+
+  const EmoRun unwritable = Emo("analyze " + kExample + " --json " + json_path + " --perfetto /nonexistent/p.json");
+  EXPECT_NE(unwritable.exit_code, 0);
+  EXPECT_NE(unwritable.out.find("/nonexistent/p.json"), std::string::npos) << unwritable.out;
+  std::ifstream written(json_path);
+  const auto j = nlohmann::json::parse(written, nullptr, /*allow_exceptions=*/false);
+  EXPECT_TRUE(j.is_object() && j.contains("iterations")) << "the JSON was not written: " << unwritable.out;
+  std::filesystem::remove(json_path);
 }
 
 TEST(CliTest, EveryCommandHasHelp) {

@@ -100,14 +100,6 @@ int RunAnalyze(const AnalyzeArgs& args) {
   if (!json_to_stdout) {
     for (const auto& a : all) PrintSummary(a);
   }
-  if (!args.perfetto.empty()) {
-    if (all.size() != 1) {
-      return Fail("analyze", InvalidArgument("--perfetto takes one trace (one output per rank for now)"));
-    }
-    Status st = report::WritePerfetto(all.front(), args.perfetto);
-    if (!st.ok()) return Fail("analyze", st);
-    if (!json_to_stdout) fmt::print("wrote {} (open in https://ui.perfetto.dev)\n", args.perfetto);
-  }
   nlohmann::json out = analysis::AnalysesToJson(all);
   if (args.hta_path) {
     for (size_t i = 0; i < all.size(); ++i) {
@@ -121,9 +113,21 @@ int RunAnalyze(const AnalyzeArgs& args) {
       (all.size() == 1 ? out : out["traces"][i])["hta_critical_path"] = std::move(hta);
     }
   }
+  // Both outputs are attempted, the JSON first: one failing never costs the other.
+  int rc = 0;
   Status st = WriteJson(args.json, out);
-  if (!st.ok()) return Fail("analyze", st);
-  return 0;
+  if (!st.ok()) rc = Fail("analyze", st);
+  if (!args.perfetto.empty()) {
+    report::PerfettoOptions perfetto;
+    perfetto.near_critical_slack_ns = options.slack_threshold_ns;
+    st = report::WritePerfetto(all, args.perfetto, perfetto);
+    if (!st.ok()) {
+      rc = Fail("analyze", st);
+    } else if (!json_to_stdout) {
+      fmt::print("wrote {} (open in https://ui.perfetto.dev)\n", args.perfetto);
+    }
+  }
+  return rc;
 }
 
 }  // namespace
@@ -141,7 +145,8 @@ void SetupAnalyze(CLI::App& app, int& exit_code) {
   AddOverheadFlags(cmd, args->overhead);
   cmd->add_option("--json", args->json, "Write the JSON result to FILE ('-' = stdout)");
   cmd->add_option("--perfetto", args->perfetto,
-                  "Write a Perfetto-loadable trace with critical-path flags and a slack counter track");
+                  "Write a Perfetto-loadable trace (one process per rank and device) on the analysis timeline:\n"
+                  "CPU operators, API calls, iterations, GPU ops with slack, critical-path flows, slack counters");
   cmd->add_option("--slack-threshold-us", args->slack_threshold_us,
                   "A GPU slack window needs every running op to have more slack than this (us)")
       ->check(CLI::NonNegativeNumber);

@@ -111,6 +111,8 @@ Status CheckIterationLength(const TraceAnalysis& a, std::string_view what);
 
 // Reads and analyses one trace file.
 Result<TraceAnalysis> AnalyzeTrace(const std::string& path, const AnalyzeOptions& options);
+// Analyses a trace already in memory (tests build small traces by hand).
+Result<TraceAnalysis> AnalyzeTrace(trace::Trace trace, const AnalyzeOptions& options);
 
 // The `emo analyze` JSON object of one analysis (BRIEF contract fields and more).
 nlohmann::json AnalysisToJson(const TraceAnalysis& a);

@@ -2,6 +2,7 @@
 // iteration times measured from a schedule.
 #pragma once
 
+#include <span>
 #include <string>
 #include <vector>
 
@@ -32,6 +33,22 @@ int32_t IterationAt(const IterationMap& m, TimeNs time);
 
 // The default iteration marker: PyTorch profiler's step annotations.
 inline constexpr const char* kDefaultIterationRegex = "^ProfilerStep#\\d+$";
+
+// The CPU nodes (API calls and CPU intervals) of every thread in time order, by ThreadId.
+std::vector<std::vector<uint32_t>> CpuNodesByThread(const graph::Graph& g);
+
+// Where a measured time inside a node lands under another schedule: at the same offset from
+// the node's start, capped at its end (kShift), or at the same fraction of its duration (kScale).
+enum class InNode : uint8_t { kShift, kScale };
+
+// Maps a measured time on a CPU thread onto schedule `s`, given the thread's nodes in time
+// order (CpuNodesByThread): a time inside a node moves with that node (`in_node`); a time after
+// a node keeps its distance from that node's end; a time before the first node keeps its
+// distance from that node's start. Monotone when the thread's nodes keep their order under `s`.
+// Iteration bounds map their annotations with kShift; the Perfetto output maps the recorded CPU
+// operators with kScale, which keeps operators inside a shortened node apart.
+TimeNs MapOnThread(const graph::Graph& g, std::span<const uint32_t> thread_nodes, const Schedule& s, TimeNs t,
+                   InNode in_node = InNode::kShift);
 
 // Default marker: kDefaultIterationRegex. `regex` (ECMAScript, searched) overrides it.
 Result<IterationMap> FindIterations(const graph::Graph& g, const std::string& regex);
