@@ -247,6 +247,33 @@ DeviceCheck CheckTraceGpu(const DeviceModel& device, const std::vector<std::stri
   return c;
 }
 
+DeviceCheck CheckProfileClocks(const DeviceModel& device, const std::vector<MegaHertz>& clocks) {
+  DeviceCheck c;
+  if (clocks.empty()) {
+    c.message = "the profile has no clocks: not checked";
+    return c;
+  }
+  MegaHertz top = clocks.front();
+  size_t off_table = 0;
+  for (MegaHertz f : clocks) {
+    top = std::max(top, f);
+    if (std::abs(device.NearestClock(f).value() - f.value()) > 0.5) ++off_table;
+  }
+  c.trace_gpu = fmt::format("a GPU whose top measured clock is {:.0f} MHz", top.value());
+  if (off_table > 0 || std::abs(top.value() - device.default_clock.value()) > 0.5) {
+    c.outcome = DeviceCheck::Outcome::kMismatch;
+    c.message = fmt::format(
+        "the profile's clocks are not {}'s ({}): {} of {} are off its table, and its top clock is {:.0f} MHz where "
+        "{}'s default is {:.0f} MHz; the profile was measured on another GPU",
+        device.name, device.gpu, off_table, clocks.size(), top.value(), device.name, device.default_clock.value());
+    return c;
+  }
+  c.outcome = DeviceCheck::Outcome::kMatch;
+  c.message = fmt::format("the profile's clocks are on {}'s table, up to its default {:.0f} MHz", device.name,
+                          device.default_clock.value());
+  return c;
+}
+
 Result<DeviceModel> LoadDevice(const std::string& path) {
   EMO_ASSIGN_OR_RETURN(std::string text, ReadFileMaybeGzip(path));
   json j = json::parse(text, nullptr, /*allow_exceptions=*/false);

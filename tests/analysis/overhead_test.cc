@@ -157,6 +157,55 @@ TEST(OverheadModelTest, ScaleIsRatioTimesReferenceShareAndConfidenceFollowsTheDe
   EXPECT_EQ(ModelFromCalibration(t->graph, t->iterations, 2, false, c).source, OverheadSource::kOff);
 }
 
+TEST(OverheadModelTest, OutsideTheCalibrationsGroundIsLowAndNeverScaledBeyondWhatItSaw) {
+  OverheadCalibration c;
+  c.reference_ns = kReference;
+  c.ratio_light = 0.6;
+  c.source = "test";
+  c.slowdown_lo = 1.5;  // the calibration's traces ran their fixed-cost events at 1.5-2.5x
+  c.slowdown_hi = 2.5;
+  {
+    // The same speed as the calibration's hosts: medium, the plain ratio x reference share.
+    auto t = SpeedTrace({2.0});
+    const OverheadModel m = ModelFromCalibration(t->graph, t->iterations, 2, false, c);
+    EXPECT_EQ(m.confidence, "medium") << m.note;
+    EXPECT_NEAR(m.cpu_scale, 0.6 / 2.0, 1e-9);
+  }
+  {
+    // A CPU that runs them 8x slower (another host): low, and the scale is the smallest the
+    // calibration saw (0.6 / 2.5), not 0.6 / 8.
+    auto t = SpeedTrace({8.0});
+    const OverheadModel m = ModelFromCalibration(t->graph, t->iterations, 2, false, c);
+    EXPECT_EQ(m.confidence, "low");
+    EXPECT_NEAR(m.cpu_scale, 0.6 / 2.5, 1e-9);
+    EXPECT_NE(m.note.find("8.00x"), std::string::npos) << m.note;
+    EXPECT_NEAR(m.band_hi * m.cpu_scale, 1.0, 1e-9) << "the range reaches the traced time";
+  }
+  {
+    // A faster CPU than any the calibration saw: never corrected upward.
+    auto t = SpeedTrace({0.5});
+    const OverheadModel m = ModelFromCalibration(t->graph, t->iterations, 2, false, c);
+    EXPECT_EQ(m.confidence, "low");
+    EXPECT_NEAR(m.cpu_scale, 0.6 / 1.5, 1e-9);
+    EXPECT_LE(m.cpu_scale, 1.0);
+  }
+  {
+    // Calibrated on H200 hosts; the trace names no GPU: its host cannot be matched.
+    c.gpus = {"NVIDIA H200"};
+    auto t = SpeedTrace({2.0});
+    const OverheadModel m = ModelFromCalibration(t->graph, t->iterations, 2, false, c);
+    EXPECT_EQ(m.confidence, "low");
+    EXPECT_NE(m.note.find("names no GPU"), std::string::npos) << m.note;
+    // ... and on another GPU's host.
+    t->trace.meta.device_names = {"NVIDIA A100-SXM4-80GB"};
+    const OverheadModel other = ModelFromCalibration(t->graph, t->iterations, 2, false, c);
+    EXPECT_EQ(other.confidence, "low");
+    EXPECT_NE(other.note.find("A100"), std::string::npos) << other.note;
+    t->trace.meta.device_names = {"NVIDIA H200"};
+    EXPECT_EQ(ModelFromCalibration(t->graph, t->iterations, 2, false, c).confidence, "medium");
+  }
+}
+
 TEST(OverheadModelTest, CorrectionScalesCpuNodesAndKeepsGpuOps) {
   auto t = SpeedTrace({2.0});
   const auto traced = MeasuredDurations(t->graph);

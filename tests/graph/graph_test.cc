@@ -147,6 +147,71 @@ TEST(GraphTest, NoGpuOpsIsAClearError) {
   EXPECT_NE(g.status().message().find("no GPU ops"), std::string::npos);
 }
 
+// A training step's thread hand-offs. The main thread (tid 1) runs the forward pass and calls
+// backward(), where it sleeps; the autograd thread (tid 2) starts with the loss the forward pass
+// hands it, launches the backward kernel and ends; the main thread wakes and runs the optimizer.
+//   main:     forward op 0-400 (launches at 100-110 and 390-400), asleep 400-900, launch 900-910
+//   autograd: evaluate_function 450-700 (launch 460-470)
+trace::Trace HandOffTrace() {
+  TraceBuilder b;
+  b.Annotation("ProfilerStep#1", 0, 1000);
+  b.Op("forward", 0, 400, 1);
+  b.Api("cudaLaunchKernel", 100, 110, 1, 1);
+  b.Api("cudaLaunchKernel", 390, 400, 2, 1);
+  b.Op("autograd::engine::evaluate_function", 450, 700, 2);
+  b.Api("cudaLaunchKernel", 460, 470, 3, 2);
+  b.Op("optimizer", 890, 960, 1);
+  b.Api("cudaLaunchKernel", 900, 910, 4, 1);
+  b.Kernel("fwd_a", 7, 120, 300, 1);
+  b.Kernel("fwd_b", 7, 405, 440, 2);
+  b.Kernel("bwd", 7, 480, 800, 3);
+  b.Kernel("opt", 7, 915, 950, 4);
+  return b.Build();
+}
+
+// The CPU nodes of thread `tid` (trace tid), in time order.
+std::vector<uint32_t> NodesOfThread(const graph::Graph& g, int64_t tid) {
+  std::vector<uint32_t> out;
+  const auto& n = g.nodes();
+  for (uint32_t v = 0; v < n.size(); ++v) {
+    if (n.kind[v] != graph::NodeKind::kGpuOp && g.trace().threads[n.resource[v]].tid == tid) out.push_back(v);
+  }
+  return out;
+}
+
+TEST(GraphTest, ThreadHandOffsAreEdgesBothWays) {
+  trace::Trace t = HandOffTrace();
+  auto g = graph::BuildGraph(t);
+  ASSERT_TRUE(g.ok()) << g.status().ToString();
+  const auto& n = g->nodes();
+  bool main_to_autograd = false, autograd_to_main = false;
+  for (const auto& e : g->edges()) {
+    if (e.kind != graph::EdgeKind::kCrossThread) continue;
+    const int64_t from = t.threads[n.resource[e.src.value()]].tid, to = t.threads[n.resource[e.dst.value()]].tid;
+    main_to_autograd |= from == 1 && to == 2;
+    autograd_to_main |= from == 2 && to == 1;
+  }
+  EXPECT_TRUE(main_to_autograd) << "the autograd thread waits for the forward pass that feeds it";
+  EXPECT_TRUE(autograd_to_main) << "the main thread waits in backward() for the autograd thread";
+
+  // Identity first; then a what-if that shortens one thread's CPU work moves the other thread.
+  const auto measured = analysis::MeasuredDurations(*g);
+  const auto base = analysis::Replay(*g, measured);
+  for (uint32_t v = 0; v < n.size(); ++v) ASSERT_EQ(base.start[v], n.start[v]) << v;
+  const auto main_nodes = NodesOfThread(*g, 1), autograd_nodes = NodesOfThread(*g, 2);
+  auto faster = [&](const std::vector<uint32_t>& nodes) {
+    auto d = measured;
+    for (uint32_t v : nodes) d[v] /= 2;
+    return analysis::Replay(*g, d);
+  };
+  const auto main_faster = faster(main_nodes);
+  EXPECT_LT(main_faster.start[autograd_nodes.front()], base.start[autograd_nodes.front()])
+      << "a shorter forward pass starts the backward thread earlier";
+  const auto autograd_faster = faster(autograd_nodes);
+  EXPECT_LT(autograd_faster.start[main_nodes.back()], base.start[main_nodes.back()])
+      << "a shorter backward thread wakes the main thread earlier";
+}
+
 TEST(WhatIfTest, ParsesScaleRules) {
   auto r = analysis::ParseScaleRule("a=b=1.5");
   ASSERT_TRUE(r.ok());

@@ -68,6 +68,7 @@ struct ValidateArgs {
   std::string device;
   std::string devices_dir;
   bool per_point = false;
+  bool allow_device_mismatch = false;
 };
 
 int RunValidate(const ValidateArgs& args) {
@@ -76,6 +77,7 @@ int RunValidate(const ValidateArgs& args) {
   if (!profile.ok()) return Fail("model validate", profile.status());
   model::FitOptions opts;
   std::string device_source = "fitted jointly over all units from the K clocks";
+  model::DeviceCheck device_check;
   if (!args.device_from.empty()) {
     Result<model::StageProfile> calib = model::ReadStageProfile(args.device_from);
     if (!calib.ok()) return Fail("model validate", calib.status());
@@ -96,6 +98,13 @@ int RunValidate(const ValidateArgs& args) {
     }
     auto dev = model::FindDevice(args.device, args.devices_dir.empty() ? model::DefaultDevicesDir() : args.devices_dir);
     if (!dev.ok()) return Fail("model validate", dev.status());
+    device_check = model::CheckProfileClocks(*dev, profile->clocks);
+    if (device_check.outcome == model::DeviceCheck::Outcome::kMismatch && !args.allow_device_mismatch) {
+      return Fail("model validate",
+                  InvalidArgument(fmt::format("{}: {}. Pass the device model of the GPU it was measured on, or "
+                                              "--allow-device-mismatch to pin this one anyway (the output then says so)",
+                                              args.profile, device_check.message)));
+    }
     if (!(dev->idle_power.value() > 0.0) || !std::isfinite(dev->params.power_limit.value())) {
       return Fail("model validate", InvalidArgument(fmt::format("{}: --device needs idle_power_w and power_limit_w",
                                                                 dev->path)));
@@ -126,6 +135,9 @@ int RunValidate(const ValidateArgs& args) {
              "  device curve ({}): voltage ridge {:.0f} MHz, V(f_max) {:.3f}, P_static {:.1f} W\n",
              device_source, r.fit.gpu.voltage.ridge.value(), r.fit.gpu.voltage.At(r.fit.gpu.f_max),
              r.fit.gpu.static_power.value());
+  if (device_check.outcome == model::DeviceCheck::Outcome::kMismatch) {
+    fmt::print(out, "  warning: device mismatch, pinned anyway (--allow-device-mismatch): {}\n", device_check.message);
+  }
   json j = {{"profile", args.profile},
             {"clocks", r.k},
             {"fit_clocks_mhz", ClocksJson(r.fit_clocks)},
@@ -138,6 +150,9 @@ int RunValidate(const ValidateArgs& args) {
             {"time_max_error_pct", r.time_max_error_pct},
             {"energy_max_error_pct", r.energy_max_error_pct},
             {"device_curve_source", device_source},
+            {"device_check", {{"outcome", model::DeviceCheckName(device_check.outcome)},
+                              {"overridden", device_check.outcome == model::DeviceCheck::Outcome::kMismatch},
+                              {"message", device_check.message}}},
             {"gpu", GpuJson(r.fit.gpu)},
             {"fitted_units", UnitsJson(r.fit)}};
   if (args.per_point) {
@@ -318,6 +333,11 @@ int RunCalibrate(const CalibrateArgs& args) {
     fmt::print(stderr, "reading {} ...\n", path);
     Result<trace::Trace> t = trace::ReadTrace(path);
     if (!t.ok()) return Fail("model calibrate", t.status());
+    const model::DeviceCheck check = model::CheckTraceGpu(*device, trace::GpuNamesUsed(*t));
+    if (check.outcome == model::DeviceCheck::Outcome::kMismatch) {
+      // Calibrating a model on another GPU's energy would write wrong numbers into its file.
+      return Fail("model calibrate", InvalidArgument(fmt::format("{}: {}", path, check.message)));
+    }
     Result<model::ActivityProfile> p = model::ActivityFromTrace(*t);
     if (!p.ok()) return Fail("model calibrate", p.status());
     model::EnergySample s{name, model::WorkloadGroup(name), *p, m->step_s, m->energy_j};
@@ -426,6 +446,9 @@ void SetupModel(CLI::App& app, int& exit_code) {
   validate->add_option("--devices-dir", validate_args->devices_dir, "Folder of device files");
   validate->add_flag("--per-point", validate_args->per_point,
                      "Include every held-out point's signed error in the JSON");
+  validate->add_flag("--allow-device-mismatch", validate_args->allow_device_mismatch,
+                     "Pin --device's numbers even when the profile's clocks are not that GPU's (refused by\n"
+                     "default); the output then says so");
   validate->callback([validate_args, &exit_code] { exit_code = RunValidate(*validate_args); });
 
   auto fit_args = std::make_shared<FitArgs>();

@@ -72,6 +72,9 @@ struct DeviceCheck {
 // against the model's trace_gpu_regex.
 DeviceCheck CheckTraceGpu(const DeviceModel& device, const std::vector<std::string>& trace_gpus);
 std::string_view DeviceCheckName(DeviceCheck::Outcome o);
+// Whether per-clock measurements (a stage profile's clocks) come from the GPU a model
+// describes: every clock must be in its clock table and the highest must be its default clock.
+DeviceCheck CheckProfileClocks(const DeviceModel& device, const std::vector<MegaHertz>& clocks);
 
 // Parses a device file's JSON. `path` names it in errors.
 Result<DeviceModel> ParseDevice(const nlohmann::json& j, const std::string& path);

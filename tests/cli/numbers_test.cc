@@ -1,0 +1,188 @@
+// Every number true, flagged or refused: what `emo` writes when a trace or a flag is unlike the
+// ones its models were made on. Each test pins one class of defect a new user met (several
+// traces losing all plans but the last, energies below zero or above the board's power limit,
+// a model of another GPU, a correction or a plan whose ground is weak said without a caveat,
+// a critical path that silently stops, degenerate input accepted).
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <set>
+#include <string>
+
+#include "emo_run.h"
+
+namespace emo::testing {
+namespace {
+
+const std::string kGpt = EMO_SOURCE_DIR "/examples/gpt_train_h200.json.gz";
+const std::string kMultistream = EMO_SOURCE_DIR "/examples/multistream_h200.json.gz";
+
+void Write(const std::string& path, const std::string& text) {
+  std::ofstream out(path);
+  out << text;
+}
+
+// A minimal Kineto trace: one launch and one kernel in a ProfilerStep annotation. `kernel_ts`
+// is written as given (a number, or a broken value such as a string).
+std::string TinyTrace(const std::string& kernel_ts, double kernel_dur_us, double step_us) {
+  return R"({"schemaVersion": 1, "deviceProperties": [{"id": 0, "name": "NVIDIA H200"}], "traceEvents": [
+  {"ph": "X", "cat": "user_annotation", "name": "ProfilerStep#1", "pid": 1, "tid": 1, "ts": 100, "dur": )" +
+         std::to_string(step_us) + R"(},
+  {"ph": "X", "cat": "cpu_op", "name": "aten::add", "pid": 1, "tid": 1, "ts": 100.1, "dur": 0.05},
+  {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 1, "tid": 1, "ts": 100.1, "dur": 0.05,
+   "args": {"correlation": 7}},
+  {"ph": "X", "cat": "kernel", "name": "add_kernel", "pid": 0, "tid": 7, "ts": )" +
+         kernel_ts + R"(, "dur": )" + std::to_string(kernel_dur_us) + R"(,
+   "args": {"correlation": 7, "device": 0, "stream": 7}}]})";
+}
+
+// Multi-trace runs: every trace's plan goes into the one policy, and every frontier into the CSV.
+TEST(NumbersTest, SeveralTracesWriteEveryPlanAndFrontier) {
+  const auto policy = TempPath("several_policy.json"), frontier = TempPath("several_frontier.csv");
+  const auto j = EmoJson("optimize " + kGpt + " " + kMultistream + " --device h200 --policy " + policy +
+                             " --frontier " + frontier,
+                         "several");
+  ASSERT_TRUE(j.contains("traces"));
+  EXPECT_EQ(j["traces"].size(), 2u);
+  const auto p = ReadJson(policy);
+  std::set<std::string> in_policy;
+  for (const auto& g : p["gpus"]) in_policy.insert(g["trace"].get<std::string>());
+  EXPECT_EQ(in_policy, (std::set<std::string>{kGpt, kMultistream})) << p.dump(1);
+  const std::string csv = ReadText(frontier);
+  EXPECT_EQ(csv.rfind("trace,rank,pack_graph_time_us,energy_j\n", 0), 0u) << csv.substr(0, 200);
+  EXPECT_NE(csv.find(kGpt + ","), std::string::npos);
+  EXPECT_NE(csv.find(kMultistream + ","), std::string::npos);
+  std::filesystem::remove(policy);
+  std::filesystem::remove(frontier);
+}
+
+// The GPU a trace names is checked against the device model: refused unless overridden, and
+// then every output says so.
+TEST(NumbersTest, AModelOfAnotherGpuIsRefusedOrSaid) {
+  const EmoRun refused = Emo("optimize " + kGpt + " --device a100-sxm");
+  EXPECT_EQ(refused.exit_code, 1) << refused.out;
+  EXPECT_NE(refused.out.find("NVIDIA H200"), std::string::npos) << refused.out;
+  EXPECT_NE(refused.out.find("a100-sxm"), std::string::npos) << refused.out;
+  EXPECT_NE(refused.out.find("--allow-device-mismatch"), std::string::npos) << refused.out;
+
+  const auto policy = TempPath("mismatch_policy.json");
+  const auto j = EmoJson("optimize " + kGpt + " --device a100-sxm --allow-device-mismatch --policy " + policy,
+                         "mismatch");
+  EXPECT_EQ(j["model"]["device_check"]["outcome"], "mismatch");
+  EXPECT_TRUE(j["model"]["device_check"]["overridden"].get<bool>());
+  EXPECT_NE(j["warnings"].dump().find("device mismatch"), std::string::npos) << j["warnings"].dump();
+  const auto p = ReadJson(policy);
+  EXPECT_TRUE(p["gpus"][0]["device_check"]["overridden"].get<bool>());
+  EXPECT_FALSE(p["warnings"].empty());
+  std::filesystem::remove(policy);
+
+  const auto same = EmoJson("optimize " + kGpt + " --device h200", "match");
+  EXPECT_EQ(same["model"]["device_check"]["outcome"], "match");
+}
+
+// A GEMM branch beside a memory-bound branch: the model's power at the default clock is above
+// what the board's limiter allows, so the iteration runs power-capped and no predicted power
+// exceeds the limit.
+TEST(NumbersTest, NoPredictedPowerAboveTheLimit) {
+  const auto j = EmoJson("optimize " + kMultistream + " --device h200", "capped");
+  EXPECT_TRUE(j["power"]["capped"].get<bool>()) << j["power"].dump();
+  EXPECT_LT(j["power"]["throttle_clock_mhz"].get<double>(), 1980.0);
+  const double limit = j["power"]["limit_w"].get<double>();
+  for (const char* row : {"baseline", "plan", "static_best"}) {
+    const double w = j[row]["energy_j"].get<double>() / (j[row]["time_us"].get<double>() * 1e-6);
+    EXPECT_LE(w, limit) << row;
+    EXPECT_GE(j[row]["energy_j"].get<double>(), 0.0) << row;
+  }
+}
+
+// A timeline outside the calibration's ground is low confidence, and a plan on it says so in
+// its text, JSON and policy, with the saving over the timeline's range.
+TEST(NumbersTest, APlanOnALowConfidenceTimelineSaysSo) {
+  // The shipped calibration's numbers, said to come from A100 hosts: the H200 trace is then from
+  // another machine.
+  const auto cal = TempPath("a100_calibration.json");
+  Write(cal, R"({"format": "emo-overhead-calibration-1",
+    "reference_ns": {"aten::empty": 5093.0, "aten::empty_strided": 5949.5, "cuLaunchKernelEx": 8198.5,
+                     "cudaLaunchKernel": 7322.0, "cudaMemsetAsync": 5886.0},
+    "ratio": {"light": 0.64, "shapes": 0.59}, "leaf_ops_per_ms": [23.5, 36.4], "cpu_slowdown": [0.83, 1.34],
+    "gpus": ["NVIDIA A100-SXM4-80GB"]})");
+  const auto analysis = EmoJson("analyze " + kGpt + " --overhead-calibration " + cal, "low_analyze");
+  EXPECT_EQ(analysis["overhead"]["confidence"], "low");
+  EXPECT_NE(analysis["overhead"]["note"].get<std::string>().find("A100"), std::string::npos);
+
+  const auto policy = TempPath("low_policy.json");
+  const auto text = Emo("optimize " + kGpt + " --device h200 --overhead-calibration " + cal);
+  EXPECT_NE(text.out.find("timeline confidence low"), std::string::npos) << text.out;
+  const auto j =
+      EmoJson("optimize " + kGpt + " --device h200 --overhead-calibration " + cal + " --policy " + policy, "low");
+  EXPECT_EQ(j["confidence"], "low");
+  const auto range = j["plan"]["saving_range_pct"];
+  ASSERT_EQ(range.size(), 2u);
+  const double saving = j["plan"]["saving_pct"].get<double>();
+  EXPECT_LE(range[0].get<double>(), saving + 1e-9);
+  EXPECT_GE(range[1].get<double>(), saving - 1e-9);
+  EXPECT_LT(range[0].get<double>(), range[1].get<double>()) << "a low-confidence timeline has a range";
+  EXPECT_FALSE(j["warnings"].empty());
+  const auto p = ReadJson(policy);
+  EXPECT_EQ(p["gpus"][0]["confidence"], "low");
+  EXPECT_EQ(p["gpus"][0]["predicted"]["saving_range_pct"], range);
+  EXPECT_FALSE(p["warnings"].empty());
+  std::filesystem::remove(policy);
+  std::filesystem::remove(cal);
+}
+
+// The first step of the GPT trace: the autograd thread starts when the forward pass hands it the
+// loss, so the critical path runs through the forward pass and spans the step.
+TEST(NumbersTest, CriticalPathSpansAStepAcrossThreads) {
+  const auto j = EmoJson("analyze " + kGpt + " --correct-overhead off --iteration '^ProfilerStep#3$'", "step3");
+  EXPECT_GE(j["critical_path"]["covered_pct"].get<double>(), 99.0) << j["critical_path"].dump(1);
+  EXPECT_GT(j["graph"]["edge_kinds"]["cross_thread"].get<int>(), 0);
+}
+
+// An iteration marker that outlasts the recorded work: the path cannot cover it and says why.
+TEST(NumbersTest, CriticalPathSaysWhereItStops) {
+  const auto path = TempPath("long_marker.json");
+  Write(path, TinyTrace("101", 50.0, 5000.0));
+  const auto j = EmoJson("analyze " + path, "long_marker");
+  const auto& cp = j["critical_path"];
+  EXPECT_LT(cp["covered_pct"].get<double>(), 10.0);
+  ASSERT_FALSE(cp["uncovered"].empty()) << cp.dump(1);
+  const auto& gap = cp["uncovered"].back();
+  EXPECT_EQ(gap["where"], "end");
+  EXPECT_GT(gap["us"].get<double>(), 4000.0);
+  EXPECT_NE(gap["reason"].get<std::string>().find("ProfilerStep#1"), std::string::npos);
+  const auto text = Emo("analyze " + path);
+  EXPECT_NE(text.out.find("not on the path"), std::string::npos) << text.out;
+  std::filesystem::remove(path);
+}
+
+// A 0.3 us iteration: nothing about clocks or what-ifs can be said; refused, not "+50 %".
+TEST(NumbersTest, ADegenerateIterationIsRefused) {
+  const auto path = TempPath("tiny.json");
+  Write(path, TinyTrace("100.15", 0.1, 0.3));
+  for (const std::string cmd : {"whatif " + path + " --scale add=2", "optimize " + path + " --device h200"}) {
+    const EmoRun r = Emo(cmd);
+    EXPECT_EQ(r.exit_code, 1) << cmd << "\n" << r.out;
+    EXPECT_NE(r.out.find("under the 10 us"), std::string::npos) << r.out;
+  }
+  const auto j = EmoJson("analyze " + path, "tiny");
+  EXPECT_NE(j["diagnostics"].dump().find("iteration_too_short"), std::string::npos);
+  std::filesystem::remove(path);
+}
+
+// Kernels whose times are not numbers: named, and the error says the trace is damaged, not that
+// the profiler missed CUDA activity.
+TEST(NumbersTest, UnreadableKernelTimesAreNamed) {
+  const auto path = TempPath("bad_times.json");
+  Write(path, TinyTrace("\"abc\"", 1.0, 20.0));
+  const EmoRun r = Emo("analyze " + path);
+  EXPECT_EQ(r.exit_code, 1) << r.out;
+  EXPECT_NE(r.out.find("add_kernel"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("unreadable"), std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find("ProfilerActivity.CUDA"), std::string::npos) << r.out;
+  std::filesystem::remove(path);
+}
+
+}  // namespace
+}  // namespace emo::testing
