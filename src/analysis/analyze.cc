@@ -205,6 +205,7 @@ nlohmann::json AnalysisToJson(const TraceAnalysis& a) {
   j["iterations"] = a.iterations.iterations.size();
   j["iteration_marker"] = a.iterations.from_marker ? a.iterations.iterations.front().name : "none";
   j["steady_iteration"] = a.iterations.iterations[a.steady].name;
+  j["iteration_regex"] = a.iterations.regex;
   j["iteration_time_us"] = {{"measured", NsToUs(a.measured_ns())},
                             {"replayed", NsToUs(a.replayed_ns())}};
   if (a.corrected()) {

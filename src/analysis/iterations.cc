@@ -12,8 +12,6 @@ using graph::NodeKind;
 
 namespace {
 
-constexpr const char* kDefaultMarker = "^ProfilerStep#\\d+$";
-
 // Nodes of thread `th` (CPU nodes), in time order.
 std::vector<uint32_t> ThreadNodes(const graph::Graph& g, trace::ThreadId th) {
   std::vector<uint32_t> out;
@@ -49,13 +47,14 @@ int32_t IterationAt(const IterationMap& m, TimeNs time) {
 
 Result<IterationMap> FindIterations(const graph::Graph& g, const std::string& regex) {
   const auto& t = g.trace();
+  IterationMap m;
+  m.regex = regex.empty() ? kDefaultIterationRegex : regex;
   std::regex re;
   try {
-    re = std::regex(regex.empty() ? kDefaultMarker : regex, std::regex::ECMAScript);
+    re = std::regex(m.regex, std::regex::ECMAScript);
   } catch (const std::regex_error& e) {
     return InvalidArgument(fmt::format("--iteration '{}' is not a valid regex ({})", regex, e.what()));
   }
-  IterationMap m;
   // The regex runs once per distinct name (std::regex is slow; names repeat every iteration).
   enum : int8_t { kUnknown, kNo, kYes };
   std::vector<int8_t> matches(t.strings.size(), kUnknown);

@@ -24,7 +24,9 @@ nlohmann::json PolicyJson(const analysis::TraceAnalysis& a, const opt::TracePlan
   return {
       {"emo_policy_version", kPolicyVersion},
       {"trace", a.trace->meta.source_path},
-      {"iteration_marker", a.iterations.iterations.front().name},
+      // The plan is made for the steady iteration: name it, and the regex that finds the others.
+      {"iteration_marker", a.iterations.iterations[a.steady].name},
+      {"iteration_regex", a.iterations.from_marker ? nlohmann::json(a.iterations.regex) : nlohmann::json(nullptr)},
       {"anchor", "packs start at the first_launch-th GPU op (kernel, memcpy, memset) launched on the device "
                  "in each iteration, counted in launch (correlation) order"},
       {"timeline", a.corrected() ? "corrected" : "traced"},
@@ -34,6 +36,7 @@ nlohmann::json PolicyJson(const analysis::TraceAnalysis& a, const opt::TracePlan
         {"energy_j", plan.plan.energy_j},
         {"baseline_time_us", NsToUs(plan.baseline.time_ns)},
         {"baseline_energy_j", plan.baseline.energy_j},
+        {"deadline_us", NsToUs(plan.deadline_ns)},
         {"note", "predicted by the device model; not measured"}}},
       {"gpus", gpus},
   };

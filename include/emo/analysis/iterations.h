@@ -25,12 +25,16 @@ struct IterationMap {
   std::vector<Iteration> iterations;
   std::vector<int32_t> node_iteration;
   bool from_marker = true;  // false: no marker matched, the whole trace is one iteration
+  std::string regex;        // the marker regex searched (the default or the caller's)
 };
+
+// The iteration marker when none is given: PyTorch profiler's step annotations.
+inline constexpr const char* kDefaultIterationRegex = "^ProfilerStep#\\d+$";
 
 // The iteration whose annotation window [start, end) contains `time`, or -1.
 int32_t IterationAt(const IterationMap& m, TimeNs time);
 
-// Default marker: ^ProfilerStep#\d+$. `regex` (ECMAScript, searched) overrides it.
+// Default marker: kDefaultIterationRegex. `regex` (ECMAScript, searched) overrides it.
 Result<IterationMap> FindIterations(const graph::Graph& g, const std::string& regex);
 
 // End of every iteration under schedule `s`: max(the annotation end, shifted with the node of
