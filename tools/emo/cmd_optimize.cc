@@ -7,6 +7,7 @@
 #include "commands.h"
 #include "emo/analysis/analyze.h"
 #include "emo/base/file.h"
+#include "emo/base/text.h"
 #include "emo/model/device.h"
 #include "emo/opt/trace_plan.h"
 #include "emo/policy/policy.h"
@@ -109,14 +110,14 @@ int RunOptimize(const OptimizeArgs& args) {
       if (plan->pass_level_phases > 0) {
         const auto& pl = plan->pass_level;
         const auto& kb = plan->per_kernel_blind;
-        fmt::print("  {:<22} {:>12.1f} {:>12.3f} {:>9.2f}\n", fmt::format("pass-level ({} phases)", plan->pass_level_phases),
-                   NsToUs(pl.time_ns), pl.energy_j, Pct(b.energy_j - pl.energy_j, b.energy_j));
+        fmt::print("  {:<22} {:>12.1f} {:>12.3f} {:>9.2f}\n",
+                   fmt::format("pass-level ({})", Plural(plan->pass_level_phases, "phase")), NsToUs(pl.time_ns), pl.energy_j, Pct(b.energy_j - pl.energy_j, b.energy_j));
         fmt::print("  {:<22} {:>12.1f} {:>12.3f} {:>9.2f}   {}\n", "per-kernel, no slack", NsToUs(kb.time_ns), kb.energy_j,
                    Pct(b.energy_j - kb.energy_j, b.energy_j), kb.time_ns <= plan->deadline_ns ? "" : "(misses the target)");
       }
-      fmt::print("  {:<22} {:>12.1f} {:>12.3f} {:>9.2f}   ({} packs, {} switches/iteration; from the {})\n", "EMO plan",
-                 NsToUs(p.time_ns), p.energy_j, Pct(b.energy_j - p.energy_j, b.energy_j), plan->packs.size(),
-                 plan->switches, plan->plan_from);
+      fmt::print("  {:<22} {:>12.1f} {:>12.3f} {:>9.2f}   ({}, {} per iteration; from the {})\n", "EMO plan",
+                 NsToUs(p.time_ns), p.energy_j, Pct(b.energy_j - p.energy_j, b.energy_j), Plural(plan->packs.size(), "pack"),
+                 Plural(plan->switches, "switch", "switches"), plan->plan_from);
       fmt::print("  {:<22} {:>12.1f} {:>12.3f} {:>9.2f}   (pack graph; {} solver {}, {:.1f} ms{}{})\n", "  on the pack graph",
                  NsToUs(pg.plan.time_ns), pg.plan.energy_j, Pct(pg.baseline.energy_j - pg.plan.energy_j, pg.baseline.energy_j),
                  pg.solver, opt::OutcomeName(pg.outcome), pg.solve_ms,
@@ -150,21 +151,24 @@ void SetupOptimize(CLI::App& app, int& exit_code) {
       "best single static clock. Energies are predictions of the device model (see `emo devices`).");
   cmd->add_option("traces", args->traces, "Trace files (one per rank)")->required()->check(CLI::ExistingFile);
   cmd->add_option("--device", args->device, "Device model name or file (see `emo devices`)")->required();
-  cmd->add_option("--devices-dir", args->devices_dir, "Folder of device files");
-  cmd->add_option("--max-slowdown", args->max_slowdown, "Latency target: iteration time <= (1 + S) x baseline")
-      ->check(CLI::Range(0.0, 1.0));
+  AddDevicesDirFlag(cmd, args->devices_dir);
+  cmd->add_option("--max-slowdown", args->max_slowdown,
+                  "Latency target, a fraction: iteration time <= (1 + S) x its time at the default clock\n"
+                  "(0.02 = 2 % slower)")
+      ->check(Fraction());
   cmd->add_option("--min-pack-ms", args->min_pack_ms,
                   "Minimum pack length (ms); the H200 clock-switch latency is not measured, 10 ms is an assumption")
-      ->check(CLI::PositiveNumber);
+      ->check(Positive());
   cmd->add_option("--solver", args->solver,
                   "Pack-graph solver: fast (parametric min-cut; auto) or exact (CBC MILP). With auto/fast, CBC\n"
                   "also runs on graphs of up to 2000 packs to report the fast solver's gap to it")
       ->check(CLI::IsMember({"auto", "exact", "fast"}));
   cmd->add_option("--policy", args->policy, "Write the clock policy JSON");
   cmd->add_option("--frontier", args->frontier, "Write the pack graph's time-energy Pareto frontier (CSV)");
-  cmd->add_option("--iteration", args->iteration, "Regex on CPU annotations marking iterations");
+  AddIterationFlag(cmd, args->iteration);
   AddOverheadFlags(cmd, args->overhead);
   cmd->add_option("--json", args->json, "Write the JSON result to FILE ('-' = stdout)");
+  RefuseTwoOnStdout(cmd, {"--json", "--policy", "--frontier"});
   cmd->callback([args, &exit_code] { exit_code = RunOptimize(*args); });
 }
 
