@@ -387,6 +387,18 @@ TEST(CliTest, NumericFlagsAreBounded) {
   std::filesystem::remove(profile);
 }
 
+// A regex that does not compile is a usage error found before any trace is read.
+TEST(CliTest, BadRegexIsAUsageError) {
+  for (const std::string& args : {"analyze " + kExample + " --iteration '['",
+                                  "optimize " + kExample + " --device h200 --iteration '('",
+                                  "whatif " + kExample + " --scale '[=2'"}) {
+    const EmoRun r = Emo(args);
+    EXPECT_EQ(r.exit_code, 2) << args << "\n" << r.out;
+    EXPECT_NE(r.out.find("not a valid ECMAScript regex"), std::string::npos) << args << "\n" << r.out;
+    EXPECT_EQ(r.out.find("reading"), std::string::npos) << args << "\n" << r.out;
+  }
+}
+
 // `pipeline --solver exact --time-limit S` bounds the whole frontier sweep, not each deadline:
 // with a budget far below one MILP solve the sweep stops after its first deadline (the latency
 // target) and says the frontier is partial, in the text, the JSON and the progress on stderr.

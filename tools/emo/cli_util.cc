@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <map>
+#include <regex>
 #include <string_view>
 
 #include <fmt/format.h>
@@ -236,7 +237,21 @@ void AddDevicesDirFlag(CLI::App* cmd, std::string& dir) {
 void AddIterationFlag(CLI::App* cmd, std::string& regex) {
   cmd->add_option("--iteration", regex,
                   "ECMAScript regex searched in CPU annotation names; each top-level match is one iteration")
-      ->default_str(analysis::kDefaultIterationRegex);
+      ->default_str(analysis::kDefaultIterationRegex)
+      ->check(ValidRegex());
+}
+
+CLI::Validator ValidRegex() {
+  return CLI::Validator(
+      [](std::string& text) -> std::string {
+        try {
+          std::regex re(text, std::regex::ECMAScript);
+        } catch (const std::regex_error& e) {
+          return fmt::format("'{}' is not a valid ECMAScript regex ({})", text, e.what());
+        }
+        return {};
+      },
+      "");
 }
 
 }  // namespace emo::cli

@@ -66,7 +66,9 @@ Result<analysis::OverheadOptions> ToOverheadOptions(const OverheadFlags& flags);
 void AddDevicesDirFlag(CLI::App* cmd, std::string& dir);
 
 // The --iteration flag of the commands that read traces (default: analysis'
-// kDefaultIterationRegex, shown in --help).
+// kDefaultIterationRegex, shown in --help); a regex that does not compile is a usage error.
 void AddIterationFlag(CLI::App* cmd, std::string& regex);
 
+// A validator of ECMAScript regexes (the syntax EMO searches names with).
+CLI::Validator ValidRegex();
 }  // namespace emo::cli

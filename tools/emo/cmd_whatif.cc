@@ -81,9 +81,12 @@ void SetupWhatif(CLI::App& app, int& exit_code) {
       ->check(CLI::Validator(
           [](std::string& rule) {
             auto r = analysis::ParseScaleRule(rule);
-            if (r.ok()) return std::string();
-            std::string why = r.status().message();  // "--scale 'x': ..."; CLI11 names the flag
-            return why.starts_with("--scale ") ? why.substr(8) : why;
+            if (!r.ok()) {
+              std::string why = r.status().message();  // "--scale 'x': ..."; CLI11 names the flag
+              return why.starts_with("--scale ") ? why.substr(8) : why;
+            }
+            std::string regex = r->regex;
+            return ValidRegex()(regex);
           },
           ""));
   AddIterationFlag(cmd, args->iteration);
