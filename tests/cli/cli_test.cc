@@ -418,9 +418,10 @@ TEST(CliTest, PipelineTimeLimitBoundsTheWholeSweep) {
   const auto j = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
   ASSERT_TRUE(j.is_object()) << r.out;
   EXPECT_EQ(j["frontier_partial"], true) << j.dump(1);
-  EXPECT_EQ(j["frontier_deadlines"]["solved"].get<int>(), 1) << j.dump(1);
-  EXPECT_GT(j["frontier_deadlines"]["total"].get<int>(), 10) << j.dump(1);
-  EXPECT_DOUBLE_EQ(j["solver"]["time_limit_s"].get<double>(), 1e-6);
+  ASSERT_TRUE(j.contains("frontier_deadlines")) << j.dump(1);
+  EXPECT_EQ(j["frontier_deadlines"]["solved"], 1) << j.dump(1);
+  EXPECT_GT(j["frontier_deadlines"]["total"], 10) << j.dump(1);
+  EXPECT_EQ(j["solver"]["time_limit_s"], 1e-6) << j.dump(1);
   // The latency target is solved first, so it has its answer even when the sweep is cut short.
   EXPECT_TRUE(j["target"].contains("energy_j")) << j.dump(1);
   std::filesystem::remove(json);
