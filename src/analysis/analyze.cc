@@ -145,7 +145,6 @@ Result<TraceAnalysis> AnalyzeTrace(trace::Trace trace, const AnalyzeOptions& opt
   a.steady = SteadyIteration(a.measured_times);
 
   a.profiler_trace = IsProfilerTrace(*a.trace);
-  a.iteration_regex = options.iteration_regex.empty() ? kDefaultIterationRegex : options.iteration_regex;
   EMO_ASSIGN_OR_RETURN(a.overhead, ChooseOverheadModel(a, options.overhead));
   a.durations = CorrectedDurations(a.traced_durations, a.cpu_floors, a.overhead.cpu_scale);
   a.timeline = a.corrected() ? Replay(*a.graph, a.durations) : a.replayed;
@@ -269,6 +268,7 @@ nlohmann::json AnalysisToJson(const TraceAnalysis& a) {
   j["iterations"] = a.iterations.iterations.size();
   j["iteration_marker"] = a.iterations.from_marker ? a.iterations.iterations.front().name : "none";
   j["steady_iteration"] = a.iterations.iterations[a.steady].name;
+  j["iteration_regex"] = a.iterations.regex;
   j["iteration_time_us"] = {{"measured", NsToUs(a.measured_ns())},
                             {"replayed", NsToUs(a.replayed_ns())}};
   if (a.corrected()) {

@@ -44,13 +44,14 @@ int32_t IterationAt(const IterationMap& m, TimeNs time) {
 
 Result<IterationMap> FindIterations(const graph::Graph& g, const std::string& regex) {
   const auto& t = g.trace();
+  IterationMap m;
+  m.regex = regex.empty() ? kDefaultIterationRegex : regex;
   std::regex re;
   try {
-    re = std::regex(regex.empty() ? kDefaultIterationRegex : regex, std::regex::ECMAScript);
+    re = std::regex(m.regex, std::regex::ECMAScript);
   } catch (const std::regex_error& e) {
     return InvalidArgument(fmt::format("--iteration '{}' is not a valid regex ({})", regex, e.what()));
   }
-  IterationMap m;
   // The regex runs once per distinct name (std::regex is slow; names repeat every iteration).
   enum : int8_t { kUnknown, kNo, kYes };
   std::vector<int8_t> matches(t.strings.size(), kUnknown);

@@ -8,6 +8,7 @@
 #include <fmt/format.h>
 
 #include "emo/base/file.h"
+#include "emo/base/text.h"
 
 namespace emo::model {
 namespace {
@@ -81,8 +82,8 @@ Result<StageProfile> ParseStageProfile(std::string_view csv, const std::string& 
     }
     const int needed = *std::max_element(column, column + 5);
     if (static_cast<int>(fields.size()) <= needed) {
-      return ParseError(fmt::format("{}: line {}: expected at least {} fields, found {}", source,
-                                    line_no, needed + 1, fields.size()));
+      return ParseError(fmt::format("{}: line {}: expected at least {}, found {}", source, line_no,
+                                    Plural(static_cast<uint64_t>(needed + 1), "field"), fields.size()));
     }
     double f = 0, t = 0, e = 0;
     if (!ParseDouble(fields[column[2]], f) || !ParseDouble(fields[column[3]], t) ||

@@ -6,6 +6,8 @@
 
 #include <fmt/format.h>
 
+#include "emo/base/text.h"
+
 namespace emo::model {
 
 Result<std::vector<MegaHertz>> SpreadClocks(std::span<const MegaHertz> sorted_clocks, int k) {
@@ -28,9 +30,8 @@ Result<ValidationReport> ValidateProfile(const StageProfile& profile, int k,
                                          const FitOptions& options) {
   if (profile.clocks.size() < static_cast<size_t>(std::max(k, 0)) + 1) {
     return InvalidArgument(
-        fmt::format("{}: {} clocks measured; fitting from {} leaves none to "
-                    "predict",
-                    profile.source, profile.clocks.size(), k));
+        fmt::format("{}: {} measured; fitting from {} leaves none to predict", profile.source,
+                    Plural(profile.clocks.size(), "clock"), k));
   }
   EMO_ASSIGN_OR_RETURN(std::vector<MegaHertz> fit_clocks, SpreadClocks(profile.clocks, k));
   ValidationReport report;

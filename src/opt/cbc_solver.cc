@@ -145,6 +145,9 @@ class CbcSolver final : public Solver {
     for (int32_t c = 0; c < s_first; ++c) Cbc_setInteger(m, c);
     Cbc_setObjSense(m, 1.0);
     Cbc_setLogLevel(m, 0);
+    // The limit is wall-clock time (CBC counts CPU time by default, which runs slower than the
+    // clock on a loaded machine).
+    Cbc_setParameter(m, "timeMode", "elapsed");
     Cbc_setMaximumSeconds(m, options.time_limit_s);
     Cbc_setAllowableFractionGap(m, options.relative_gap);
     if (warm.has_plan()) {
@@ -222,12 +225,35 @@ class CbcSolver final : public Solver {
     f.fastest_ns = FastestMakespan(p);
     f.all_optimal = true;
     std::vector<FrontierPoint> raw;
-    for (double d : FrontierDeadlines(p, options)) {
+    // One budget for the whole sweep, in an order whose every prefix spans the range: the
+    // latency targets first, then coarse to fine. A target may take half of what is left; any
+    // other deadline an equal share of what is left, but at least kMinShareS (a MILP needs some
+    // time to improve on its warm start), so a budget too small for every deadline ends the
+    // sweep early with the range still covered, coarsely.
+    constexpr double kMinShareS = 1.0;
+    const std::vector<double> order = SweepOrder(FrontierDeadlines(p, options), options.extra_deadlines);
+    std::vector<TimeNs> targets = options.extra_deadlines;
+    std::sort(targets.begin(), targets.end());
+    const size_t num_targets = static_cast<size_t>(std::unique(targets.begin(), targets.end()) - targets.begin());
+    f.deadlines = order.size();
+    for (size_t k = 0; k < order.size(); ++k) {
+      // The first deadline is always solved (the frontier is never empty): its plan is at
+      // worst the fast solver's warm start.
+      const double left_s = options.time_limit_s - MsSince(t0) / 1e3;
+      if (left_s <= 0 && f.deadlines_solved > 0) {
+        f.partial = true;
+        break;
+      }
+      const double share_s = k < num_targets ? left_s / 2
+                                             : std::max(left_s / static_cast<double>(order.size() - k),
+                                                        std::min(left_s, kMinShareS));
       SolveOptions so;
-      so.deadline_ns = static_cast<TimeNs>(std::llround(d));
-      so.time_limit_s = options.time_limit_s;
+      so.deadline_ns = static_cast<TimeNs>(std::llround(order[k]));
+      so.time_limit_s = std::max(share_s, 1e-3);
       EMO_ASSIGN_OR_RETURN(Solution s, Solve(problem, so));
       ++f.iterations;
+      ++f.deadlines_solved;
+      if (options.progress) options.progress(f.deadlines_solved, f.deadlines);
       if (s.outcome != Outcome::kOptimal) f.all_optimal = false;
       if (!s.has_plan()) continue;
       FrontierPoint pt;

@@ -162,6 +162,7 @@ class FastSolver final : public Solver {
     Frontier f;
     f.fastest_ns = FastestMakespan(p);
     f.iterations = descent.iterations();
+    f.deadlines = f.deadlines_solved = targets.size();
     const RelaxedBound bound(p, descent.breakpoints());
     for (auto& pt : raw) {
       if (!pt.has_bound) continue;

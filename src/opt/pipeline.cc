@@ -9,6 +9,7 @@
 #include <fmt/format.h>
 
 #include "emo/base/file.h"
+#include "emo/base/text.h"
 
 namespace emo::opt {
 
@@ -88,7 +89,7 @@ Result<PipelineProfile> ParsePipelineProfile(std::string_view csv, std::string_v
     if (Trim(line).empty()) continue;
     const auto f = SplitCsv(line);
     if (f.size() < header.size()) {
-      return ParseError(fmt::format("{}: line {}: {} fields, expected {}", name, line_no, f.size(), header.size()));
+      return ParseError(fmt::format("{}: line {}: {}, expected {}", name, line_no, Plural(f.size(), "field"), header.size()));
     }
     double stage, freq, time_s, energy;
     if (!ParseDouble(f[col[0]], stage) || !ParseDouble(f[col[2]], freq) ||
@@ -166,8 +167,8 @@ Result<PipelineProblem> BuildPipelineProblem(const PipelineProfile& profile, con
     return InvalidArgument("--stages and --microbatches must be positive");
   }
   if (spec.stages != profile.num_stages()) {
-    return InvalidArgument(fmt::format("the profile has {} stages but {} were asked for", profile.num_stages(),
-                                       spec.stages));
+    return InvalidArgument(fmt::format("the profile has {} but --stages is {}",
+                                       Plural(static_cast<uint64_t>(profile.num_stages()), "stage"), spec.stages));
   }
   if (spec.idle_power_w < 0) return InvalidArgument("the idle power must be >= 0 W");
   if (spec.time_unit_ns < 0) return InvalidArgument("the time unit must be >= 0");
@@ -215,7 +216,10 @@ Result<PipelineProblem> BuildPipelineProblem(const PipelineProfile& profile, con
 
 Result<PipelinePlan> PlanPipeline(const PipelineProblem& pipeline, const PipelinePlanOptions& options) {
   const auto t0 = std::chrono::steady_clock::now();
-  if (options.max_slowdown < 0) return InvalidArgument("--max-slowdown must be >= 0");
+  if (!(options.max_slowdown >= 0 && options.max_slowdown <= 1)) {
+    return InvalidArgument("--max-slowdown must be a fraction in [0, 1] (0.02 = 2 %)");
+  }
+  if (!(options.time_limit_s > 0)) return InvalidArgument("the time limit must be > 0 s");
   const Problem& p = pipeline.problem;
   PipelinePlan plan;
   plan.baseline = Evaluate(p, MaxKnobPlan(p));
@@ -228,6 +232,7 @@ Result<PipelinePlan> PlanPipeline(const PipelineProblem& pipeline, const Pipelin
   fo.max_points = options.max_points;
   fo.keep_plans = true;
   fo.time_limit_s = options.time_limit_s;
+  fo.progress = options.progress;
   fo.extra_deadlines.push_back(plan.target_ns);  // the target is a frontier deadline too
   EMO_ASSIGN_OR_RETURN(plan.frontier, solver->SolveFrontier(p, fo));
   if (plan.frontier.points.empty()) return Internal("the solver returned an empty frontier");

@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 
 #include "emo/base/check.h"
+#include "emo/base/text.h"
 #include "prepared.h"
 
 namespace emo::opt {
@@ -37,7 +38,8 @@ Status Problem::Validate() const {
     }
     if (gpu_[i] != kNoGpu && (gpu_[i] < 0 || gpu_[i] >= num_gpus_)) {
       return InvalidArgument(
-          fmt::format("activity {} is on GPU {} but the problem has {} GPUs", i, gpu_[i], num_gpus_));
+          fmt::format("activity {} is on GPU {} but the problem has {}", i, gpu_[i],
+                      Plural(static_cast<uint64_t>(num_gpus_), "GPU")));
     }
   }
   for (size_t e = 0; e < edge_from_.size(); ++e) {

@@ -89,6 +89,30 @@ std::vector<double> FrontierDeadlines(const Prepared& p, const FrontierOptions& 
   return out;
 }
 
+std::vector<double> SweepOrder(const std::vector<double>& deadlines, const std::vector<TimeNs>& first) {
+  const size_t n = deadlines.size();
+  std::vector<double> out;
+  std::vector<bool> taken(n, false);
+  auto take = [&](size_t i) {
+    if (taken[i]) return;
+    taken[i] = true;
+    out.push_back(deadlines[i]);
+  };
+  for (TimeNs t : first) {
+    auto it = std::find(deadlines.begin(), deadlines.end(), static_cast<double>(t));
+    if (it != deadlines.end()) take(static_cast<size_t>(it - deadlines.begin()));
+  }
+  if (n == 0) return out;
+  take(0);
+  take(n - 1);
+  size_t stride = 1;
+  while (stride < n) stride *= 2;
+  for (; stride >= 1; stride /= 2) {
+    for (size_t i = 0; i < n; i += stride) take(i);
+  }
+  return out;
+}
+
 std::vector<FrontierPoint> ParetoFilter(std::vector<FrontierPoint> points, bool keep_plans) {
   std::stable_sort(points.begin(), points.end(), [](const FrontierPoint& a, const FrontierPoint& b) {
     if (a.makespan_ns != b.makespan_ns) return a.makespan_ns < b.makespan_ns;

@@ -22,6 +22,11 @@ TimeNs SlowestMakespan(const Prepared& p);
 // The deadlines a frontier is solved for, descending (integer ns values as doubles).
 std::vector<double> FrontierDeadlines(const Prepared& p, const FrontierOptions& options);
 
+// The order an expensive sweep solves `deadlines` (descending) in: those in `first` (in their
+// order), then the two ends, then the rest coarse to fine (every 2^k-th, k falling), so that any
+// prefix of the order spans the whole range.
+std::vector<double> SweepOrder(const std::vector<double>& deadlines, const std::vector<TimeNs>& first);
+
 // Sorts by makespan and keeps the points whose energy is strictly below every faster one.
 std::vector<FrontierPoint> ParetoFilter(std::vector<FrontierPoint> points, bool keep_plans);
 

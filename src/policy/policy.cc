@@ -44,6 +44,7 @@ void AddGpus(const opt::PlannedTrace& pt, json& gpus) {
                 {"baseline_energy_j", plan.baseline.energy_j},
                 {"saving_pct", opt::SavingPct(plan.baseline, plan.plan)},
                 {"saving_range_pct", {saving[0], saving[1]}},
+                {"deadline_us", NsToUs(plan.deadline_ns)},
                 {"note", "predicted by the device model; not measured"}}},
               {"packs", packs}};
     gpus.push_back(std::move(g));
@@ -69,8 +70,9 @@ json PolicyJson(const std::vector<opt::PlannedTrace>& plans) {
   if (!plans.empty()) {
     const auto& first = plans.front();
     j["model"] = {{"device", first.plan.device}, {"source", first.plan.model_source}};
-    j["iteration_marker_regex"] =
-        first.analysis->iterations.from_marker ? first.analysis->iteration_regex : std::string("none (whole trace)");
+    // The regex that finds the iterations (null: no marker matched, the whole trace is one).
+    const auto& its = first.analysis->iterations;
+    j["iteration_regex"] = its.from_marker ? json(its.regex) : json(nullptr);
   }
   // A plan whose timeline is not trusted says so where the actuator and its user read it.
   json warnings = json::array();

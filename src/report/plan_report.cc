@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include "emo/base/text.h"
+
 namespace emo::report {
 namespace {
 
@@ -50,10 +52,6 @@ std::vector<std::string> Warnings(const opt::PlannedTrace& pt) {
         plan.throttle_clock.value()));
   }
   return w;
-}
-
-std::string Plural(size_t n, std::string_view one, std::string_view many) {
-  return fmt::format("{} {}", n, n == 1 ? one : many);
 }
 
 }  // namespace
@@ -143,13 +141,13 @@ std::string PlanText(const opt::PlannedTrace& pt) {
                          : "");
   row(fmt::format("static {:.0f} MHz", plan.static_best_clock.value()), plan.static_best, "");
   if (plan.pass_level_phases > 0) {
-    row(fmt::format("pass-level ({})", Plural(plan.pass_level_phases, "phase", "phases")), plan.pass_level, "");
+    row(fmt::format("pass-level ({})", Plural(plan.pass_level_phases, "phase")), plan.pass_level, "");
     row("per-kernel, no slack", plan.per_kernel_blind,
         plan.per_kernel_blind.time_ns <= plan.deadline_ns ? "" : "(misses the target)");
   }
   const auto saving = opt::SavingRangePct(plan);
   row("EMO plan", plan.plan,
-      fmt::format("({}, {}/iteration; from the {})", Plural(plan.packs.size(), "pack", "packs"),
+      fmt::format("({}, {} per iteration; from the {})", Plural(plan.packs.size(), "pack"),
                   Plural(plan.switches, "switch", "switches"), plan.plan_from));
   const auto& pg = plan.pack_graph;
   out += fmt::format("  {:<22} {:>12.1f} {:>12.3f} {:>9.2f}   (pack graph; {} solver {}, {:.1f} ms{}{})\n",

@@ -9,6 +9,7 @@
 #include "emo/base/file.h"
 #include "emo/base/ids.h"
 #include "emo/base/status.h"
+#include "emo/base/text.h"
 #include "emo/base/units.h"
 
 namespace emo {
@@ -31,6 +32,14 @@ TEST(StatusTest, ResultCarriesValueOrError) {
   ASSERT_FALSE(bad.ok());
   EXPECT_EQ(bad.status().code(), StatusCode::kInvalidArgument);
   EXPECT_EQ(bad.status().ToString(), "invalid argument: odd");
+}
+
+TEST(TextTest, PluralAgreesWithTheCount) {
+  EXPECT_EQ(Plural(1, "pack"), "1 pack");
+  EXPECT_EQ(Plural(0, "pack"), "0 packs");
+  EXPECT_EQ(Plural(2, "iteration"), "2 iterations");
+  EXPECT_EQ(Plural(1, "switch", "switches"), "1 switch");
+  EXPECT_EQ(Plural(3, "switch", "switches"), "3 switches");
 }
 
 TEST(UnitsTest, EnergyIsPowerTimesTime) {

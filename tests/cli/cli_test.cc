@@ -6,8 +6,11 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <regex>
 #include <set>
+#include <sstream>
 #include <string>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -18,9 +21,11 @@ struct EmoRun {
   std::string out;  // stdout and stderr together
 };
 
+// Runs `emo ARGS`. `timeout` (coreutils) ends a run that hangs, so a regression fails the test
+// (exit code 124) instead of stalling the suite; no test asserts on wall time.
 EmoRun Emo(const std::string& args) {
   EmoRun r;
-  const std::string cmd = std::string(EMO_BINARY) + " " + args + " 2>&1";
+  const std::string cmd = "timeout 600 " + std::string(EMO_BINARY) + " " + args + " 2>&1";
   FILE* p = popen(cmd.c_str(), "r");
   if (p == nullptr) return r;
   std::array<char, 4096> buf;
@@ -220,6 +225,285 @@ TEST(CliTest, EveryCommandHasHelp) {
     EXPECT_EQ(r.exit_code, 0) << cmd;
     EXPECT_NE(r.out.find("--json"), std::string::npos) << cmd << ": " << r.out;
   }
+}
+
+// ---- Usage: help, bounds, conflicts, wording ----
+
+// Every command and command group, as typed after `emo`.
+const std::vector<std::string> kCommands = {"analyze",         "whatif",    "optimize",       "calibrate-overhead",
+                                            "devices",         "model fit", "model validate", "model calibrate",
+                                            "pipeline"};
+
+// A per-stage, per-clock table in Perseus' format (`stage,instruction,frequency,time,energy`):
+// `stages` stages, clocks 1000-1400 MHz; lower clocks are slower and cheaper. Returns its path.
+std::string WriteStageProfile(const std::string& name, int stages) {
+  const auto path = (std::filesystem::temp_directory_path() / ("emo_cli_test_" + name + ".csv")).string();
+  std::ofstream out(path);
+  out << "stage,instruction,frequency,time,energy\n";
+  for (int s = 0; s < stages; ++s) {
+    for (int f = 1000; f <= 1400; f += 50) {
+      const double fwd = 0.010 * (1 + 0.2 * s) * 1400.0 / f, bwd = 2 * fwd;
+      const double power = 100.0 + 0.0002 * f * f;  // W: more at higher clocks
+      out << s << ",forward," << f << "," << fwd << "," << power * fwd << "\n";
+      out << s << ",backward," << f << "," << bwd << "," << power * bwd << "\n";
+    }
+  }
+  return path;
+}
+
+// The option entries of a help text's "Options:" section: the first line of each entry plus its
+// continuation lines, joined.
+std::vector<std::string> HelpOptionEntries(const std::string& help) {
+  std::vector<std::string> entries;
+  std::istringstream in(help.substr(std::min(help.size(), help.find("Options:"))));
+  std::string line;
+  std::getline(in, line);  // "Options:"
+  while (std::getline(in, line)) {
+    if (line.empty() || line[0] != ' ') break;  // the section ends
+    if (line.starts_with("  -")) {
+      entries.push_back(line);
+    } else if (!entries.empty()) {
+      entries.back() += "\n" + line;
+    }
+  }
+  return entries;
+}
+
+// Every option that takes a value shows its default in --help, as `=VALUE` after its type or as
+// "default" in its text; required options, outputs and flags have none to show.
+TEST(CliTest, HelpShowsEveryDefault) {
+  const std::vector<std::string> outputs = {"--json", "--perfetto", "--policy", "--frontier", "--out", "--update-device"};
+  size_t checked = 0;
+  for (const auto& cmd : kCommands) {
+    const EmoRun r = Emo(cmd + " --help");
+    ASSERT_EQ(r.exit_code, 0) << cmd;
+    for (const auto& entry : HelpOptionEntries(r.out)) {
+      const std::string first = entry.substr(2, entry.find('\n') - 2);
+      const std::string opts = first.substr(0, first.find("  "));  // "--name TYPE=DEFAULT ..."
+      const std::string name = opts.substr(0, opts.find(' '));
+      const bool flag = opts.find(' ') == std::string::npos;  // no value: a flag (or --help)
+      const bool output = std::find(outputs.begin(), outputs.end(), name) != outputs.end();
+      if (flag || output || opts.find("REQUIRED") != std::string::npos) continue;
+      ++checked;
+      const bool shown = opts.find('=') != std::string::npos || entry.find("default") != std::string::npos;
+      EXPECT_TRUE(shown) << "emo " << cmd << " " << name << " hides its default:\n" << entry;
+    }
+  }
+  EXPECT_GT(checked, 20u);
+  // The defaults the issue named, with their values.
+  const std::string optimize = Emo("optimize --help").out;
+  for (const char* s : {"--max-slowdown FLOAT:in [0, 1]=0.02", "--min-pack-ms FLOAT:POSITIVE=10", "=auto"}) {
+    EXPECT_NE(optimize.find(s), std::string::npos) << s << "\n" << optimize;
+  }
+  EXPECT_NE(Emo("analyze --help").out.find("--slack-threshold-us FLOAT:NONNEGATIVE=20"), std::string::npos);
+  EXPECT_NE(Emo("pipeline --help").out.find("--solver TEXT:{fast,exact}=fast"), std::string::npos);
+}
+
+// A bound is printed as a reader would write it: never CLI11's "0 to 1.797693e+308" or the
+// 309-digit expansion of DBL_MAX, in --help or in the error.
+bool UnreadableNumber(const std::string& text) {
+  return text.find("e+308") != std::string::npos || std::regex_search(text, std::regex("[0-9]{20,}"));
+}
+
+TEST(CliTest, BoundsPrintReadably) {
+  for (const auto& cmd : kCommands) {
+    const EmoRun r = Emo(cmd + " --help");
+    EXPECT_FALSE(UnreadableNumber(r.out)) << cmd << ":\n" << r.out;
+  }
+  const std::string profile = WriteStageProfile("bounds", 2);
+  for (const std::string& args : {"pipeline --profile " + profile + " --stages 0 --microbatches 2",
+                                 "pipeline --profile " + profile + " --stages 2 --microbatches 2 --idle-w -1",
+                                 "analyze " + kExample + " --slack-threshold-us -1",
+                                 "optimize " + kExample + " --device h200 --min-pack-ms 0"}) {
+    const EmoRun r = Emo(args);
+    EXPECT_EQ(r.exit_code, 2) << args << "\n" << r.out;
+    EXPECT_FALSE(UnreadableNumber(r.out)) << args << "\n" << r.out;
+    EXPECT_NE(r.out.find("out of bounds"), std::string::npos) << args << "\n" << r.out;
+  }
+  std::filesystem::remove(profile);
+}
+
+// `emo foo` names the unknown command and lists the real ones; `emo` alone (and `emo model`
+// alone) prints the usage with the list.
+TEST(CliTest, UnknownCommandListsTheCommands) {
+  const EmoRun foo = Emo("foo");
+  EXPECT_EQ(foo.exit_code, 2) << foo.out;
+  EXPECT_NE(foo.out.find("unknown command 'foo'"), std::string::npos) << foo.out;
+  for (const char* c : {"analyze", "whatif", "optimize", "pipeline", "model", "devices", "calibrate-overhead"}) {
+    EXPECT_NE(foo.out.find(c), std::string::npos) << c << "\n" << foo.out;
+  }
+  const EmoRun bare = Emo("");
+  EXPECT_EQ(bare.exit_code, 0) << bare.out;
+  EXPECT_NE(bare.out.find("Usage: emo"), std::string::npos) << bare.out;
+  for (const char* c : {"analyze", "optimize", "pipeline"}) EXPECT_NE(bare.out.find(c), std::string::npos) << c;
+
+  const EmoRun model_foo = Emo("model foo");
+  EXPECT_EQ(model_foo.exit_code, 2) << model_foo.out;
+  EXPECT_NE(model_foo.out.find("unknown command 'foo'"), std::string::npos) << model_foo.out;
+  for (const char* c : {"validate", "fit", "calibrate"}) EXPECT_NE(model_foo.out.find(c), std::string::npos) << c;
+  const EmoRun model = Emo("model");
+  EXPECT_NE(model.out.find("Usage: emo model"), std::string::npos) << model.out;
+  EXPECT_NE(model.out.find("validate"), std::string::npos) << model.out;
+}
+
+// Flags that contradict each other, or one the other makes meaningless, are refused as a usage
+// error naming both, before any work.
+TEST(CliTest, ConflictingFlagsAreRefused) {
+  const auto steps = (std::filesystem::temp_directory_path() / "emo_cli_test_conflict_steps.txt").string();
+  std::ofstream(steps) << "gpt_train_h200.json.gz 20\n";
+  const std::string profile = WriteStageProfile("conflict", 2);
+  struct Case {
+    std::string args, first, second;
+  };
+  for (const Case& c : std::vector<Case>{
+           {"analyze " + kExample + " --step-time 20 --step-times " + steps, "--step-time", "--step-times"},
+           {"optimize " + kExample + " --device h200 --step-time 20 --step-times " + steps, "--step-time", "--step-times"},
+           {"analyze " + kExample + " --correct-overhead off --step-time 20", "--correct-overhead off", "--step-time"},
+           {"whatif " + kExample + " --scale gemm=2 --correct-overhead off --step-times " + steps, "--correct-overhead off",
+            "--step-times"},
+           {"model validate --profile " + profile + " --device h200 --device-from " + profile, "--device", "--device-from"},
+           {"model validate --profile " + profile + " --devices-dir " + EMO_SOURCE_DIR "/devices", "--devices-dir",
+            "--device"},
+           {"pipeline --profile " + profile + " --stages 2 --microbatches 2 --idle-w 50 --time-limit 5", "--time-limit",
+            "--solver exact"},
+           // Two outputs on stdout would interleave.
+           {"pipeline --profile " + profile + " --stages 2 --microbatches 2 --idle-w 50 --json - --frontier -", "--json -",
+            "--frontier -"},
+           {"optimize " + kExample + " --device h200 --json - --policy -", "--json -", "--policy -"},
+           {"analyze " + kExample + " --json - --perfetto -", "--json -", "--perfetto -"},
+           {"calibrate-overhead " + kExample + " --step-time 20 --json - --out -", "--json -", "--out -"},
+           {"calibrate-overhead " + kExample + " " + kHeldout + " --step-time 20", "2 traces", "1 --step-time value"},
+       }) {
+    const EmoRun r = Emo(c.args);
+    EXPECT_EQ(r.exit_code, 2) << c.args << "\n" << r.out;
+    EXPECT_NE(r.out.find(c.first), std::string::npos) << c.args << "\n" << r.out;
+    EXPECT_NE(r.out.find(c.second), std::string::npos) << c.args << "\n" << r.out;
+  }
+  std::filesystem::remove(steps);
+  std::filesystem::remove(profile);
+}
+
+// Every numeric flag is bounded to what makes sense, NaN and infinities included; the error is a
+// usage error that names the flag.
+TEST(CliTest, NumericFlagsAreBounded) {
+  const std::string profile = WriteStageProfile("numeric", 2);
+  const std::string pipeline = "pipeline --profile " + profile + " --stages 2 --microbatches 2 --idle-w 50 ";
+  const std::string optimize = "optimize " + kExample + " --device h200 ";
+  struct Case {
+    std::string args, flag;
+  };
+  for (const Case& c : std::vector<Case>{
+           {pipeline + "--max-slowdown 5", "--max-slowdown"},
+           {pipeline + "--max-slowdown nan", "--max-slowdown"},
+           {pipeline + "--max-slowdown -0.1", "--max-slowdown"},
+           {"pipeline --profile " + profile + " --stages 2 --microbatches 0 --idle-w 50", "--microbatches"},
+           {pipeline + "--time-unit -1", "--time-unit"},
+           {pipeline + "--frontier-step nan", "--frontier-step"},
+           {pipeline + "--solver exact --time-limit 0", "--time-limit"},
+           {pipeline + "--idle-w inf", "--idle-w"},
+           {optimize + "--max-slowdown nan", "--max-slowdown"},
+           {optimize + "--min-pack-ms inf", "--min-pack-ms"},
+           {"analyze " + kExample + " --step-time nan", "--step-time"},
+           {"analyze " + kExample + " --slack-threshold-us nan", "--slack-threshold-us"},
+           {"calibrate-overhead " + kExample + " --step-time -5", "--step-time"},
+           {"whatif " + kExample + " --scale gemm=-1", "--scale"},
+           {"model validate --profile " + profile + " --clocks 1", "--clocks"},
+           {"model fit --profile " + profile + " --clocks 1", "--clocks"},
+       }) {
+    const EmoRun r = Emo(c.args);
+    EXPECT_EQ(r.exit_code, 2) << c.args << "\n" << r.out;
+    EXPECT_NE(r.out.find(c.flag), std::string::npos) << c.args << "\n" << r.out;
+  }
+  // The pipeline's --max-slowdown is optimize's: a fraction (0.02 = 2 %), not a percentage.
+  EXPECT_NE(Emo("pipeline --help").out.find("--max-slowdown FLOAT:in [0, 1]=0"), std::string::npos);
+  std::filesystem::remove(profile);
+}
+
+// A regex that does not compile is a usage error found before any trace is read.
+TEST(CliTest, BadRegexIsAUsageError) {
+  for (const std::string& args : {"analyze " + kExample + " --iteration '['",
+                                  "optimize " + kExample + " --device h200 --iteration '('",
+                                  "whatif " + kExample + " --scale '[=2'"}) {
+    const EmoRun r = Emo(args);
+    EXPECT_EQ(r.exit_code, 2) << args << "\n" << r.out;
+    EXPECT_NE(r.out.find("not a valid ECMAScript regex"), std::string::npos) << args << "\n" << r.out;
+    EXPECT_EQ(r.out.find("reading"), std::string::npos) << args << "\n" << r.out;
+  }
+}
+
+// `pipeline --solver exact --time-limit S` bounds the whole frontier sweep, not each deadline:
+// with a budget far below one MILP solve the sweep stops after its first deadline (the latency
+// target) and says the frontier is partial, in the text, the JSON and the progress on stderr.
+// No wall time is asserted (Emo's `timeout` keeps a regression from hanging the suite).
+TEST(CliTest, PipelineTimeLimitBoundsTheWholeSweep) {
+  const std::string profile = WriteStageProfile("time_limit", 2);
+  const auto json = (std::filesystem::temp_directory_path() / "emo_cli_test_time_limit.json").string();
+  const std::string args = "pipeline --profile " + profile +
+                           " --stages 2 --microbatches 4 --idle-w 50 --max-slowdown 0.05 --frontier-step 0.0005"
+                           " --solver exact --time-limit 0.000001 --json " + json;
+  const EmoRun r = Emo(args);
+  if (r.out.find("without COIN-OR CBC") != std::string::npos) GTEST_SKIP() << "built without CBC";
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  EXPECT_NE(r.out.find("PARTIAL"), std::string::npos) << r.out;
+  EXPECT_TRUE(std::regex_search(r.out, std::regex("exact frontier: 1 of [0-9]+ deadlines solved"))) << r.out;
+  std::ifstream in(json);
+  const auto j = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
+  ASSERT_TRUE(j.is_object()) << r.out;
+  EXPECT_EQ(j["frontier_partial"], true) << j.dump(1);
+  ASSERT_TRUE(j.contains("frontier_deadlines")) << j.dump(1);
+  EXPECT_EQ(j["frontier_deadlines"]["solved"], 1) << j.dump(1);
+  EXPECT_GT(j["frontier_deadlines"]["total"], 10) << j.dump(1);
+  EXPECT_EQ(j["solver"]["time_limit_s"], 1e-6) << j.dump(1);
+  // The latency target is solved first, so it has its answer even when the sweep is cut short.
+  EXPECT_TRUE(j["target"].contains("energy_j")) << j.dump(1);
+  std::filesystem::remove(json);
+  std::filesystem::remove(profile);
+}
+
+// A count and its noun agree: "1 stage", "1 microbatch", "1 iteration", "1 pack", "1 switch".
+TEST(CliTest, CountsAgreeWithTheirNouns) {
+  const std::regex one_plural(
+      "\\b1 (stages|microbatches|instructions|points|deadlines|iterations|packs|switches|phases|nodes|edges|"
+      "slack windows|GPU ops|min cuts|MILP solves|clocks|units|traces)\\b");
+  const std::string profile = WriteStageProfile("plural", 1);
+  const EmoRun pipeline = Emo("pipeline --profile " + profile + " --stages 1 --microbatches 1 --idle-w 50");
+  EXPECT_EQ(pipeline.exit_code, 0) << pipeline.out;
+  EXPECT_NE(pipeline.out.find("1 stage x 1 microbatch ("), std::string::npos) << pipeline.out;
+  EXPECT_FALSE(std::regex_search(pipeline.out, one_plural)) << pipeline.out;
+  // No marker matches: the whole trace is one iteration.
+  const EmoRun analyze = Emo("analyze " + kExample + " --iteration no-such-marker");
+  EXPECT_EQ(analyze.exit_code, 0) << analyze.out;
+  EXPECT_NE(analyze.out.find("(1 iteration)"), std::string::npos) << analyze.out;
+  EXPECT_FALSE(std::regex_search(analyze.out, one_plural)) << analyze.out;
+  // Packs longer than the iteration: one pack, no switch.
+  const EmoRun optimize = Emo("optimize " + kExample + " --device h200 --min-pack-ms 1000");
+  EXPECT_EQ(optimize.exit_code, 0) << optimize.out;
+  EXPECT_NE(optimize.out.find("(1 pack, 0 switches per iteration"), std::string::npos) << optimize.out;
+  EXPECT_FALSE(std::regex_search(optimize.out, one_plural)) << optimize.out;
+  std::filesystem::remove(profile);
+}
+
+// The policy names the iteration its plan was made for (the steady one, which analyze reports),
+// the marker regex that finds every iteration at run time, and the latency target.
+TEST(CliTest, PolicyNamesTheSteadyIteration) {
+  const auto policy_path = (std::filesystem::temp_directory_path() / "emo_cli_test_policy.json").string();
+  const auto plan = EmoJson("optimize " + kExample + " --device h200 --policy " + policy_path, "policy_plan");
+  ASSERT_TRUE(plan.is_object());
+  std::ifstream in(policy_path);
+  const auto policy = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
+  ASSERT_TRUE(policy.is_object());
+  const auto analysis = EmoJson("analyze " + kExample, "policy_analyze");
+  ASSERT_TRUE(analysis.is_object());
+  const std::string steady = analysis["steady_iteration"].get<std::string>();
+  ASSERT_NE(steady, analysis["per_iteration"][0]["name"].get<std::string>())
+      << "the example's steady iteration is its first: the test needs another example";
+  const auto& gpu = policy["gpus"][0];
+  EXPECT_EQ(gpu["steady_iteration"], steady) << policy.dump(1);
+  EXPECT_EQ(policy["iteration_regex"], "^ProfilerStep#\\d+$") << policy.dump(1);
+  EXPECT_EQ(analysis["iteration_regex"], "^ProfilerStep#\\d+$");
+  EXPECT_NEAR(gpu["predicted"]["iteration_time_us"].get<double>(), plan["plan"]["time_us"].get<double>(), 1e-6);
+  EXPECT_GE(gpu["predicted"]["deadline_us"].get<double>(), gpu["predicted"]["iteration_time_us"].get<double>());
+  std::filesystem::remove(policy_path);
 }
 
 }  // namespace

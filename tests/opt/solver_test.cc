@@ -271,6 +271,42 @@ TEST(OptSolverTest, ExactFrontierEqualsBruteForceParetoSet) {
   }
 }
 
+// The exact frontier's time limit is one budget for the whole sweep: a budget below one solve
+// stops after the first deadline (a requested extra deadline, solved first) and says the
+// frontier is partial; with room for all, every deadline is solved. No wall time is asserted.
+TEST(OptSolverTest, ExactFrontierSharesOneTimeBudget) {
+  if (!HaveExactSolver()) GTEST_SKIP() << "built without CBC";
+  Problem p = Diamond(50.0);
+  ASSERT_TRUE(p.Validate().ok());
+  FrontierOptions fo;
+  fo.step_ns = 100;
+  fo.extra_deadlines = {6050};
+  fo.time_limit_s = 1e-9;
+  std::vector<size_t> progress;
+  fo.progress = [&](size_t done, size_t total) {
+    progress.push_back(done);
+    EXPECT_GT(total, 1u);
+  };
+  auto cut = Make(SolverKind::kExact)->SolveFrontier(p, fo);
+  ASSERT_TRUE(cut.ok());
+  EXPECT_TRUE(cut->partial);
+  EXPECT_EQ(cut->deadlines_solved, 1u);
+  EXPECT_GT(cut->deadlines, 1u);
+  EXPECT_EQ(progress, std::vector<size_t>{1});
+  ASSERT_EQ(cut->points.size(), 1u);
+  EXPECT_LE(cut->points[0].makespan_ns, 6050);  // the extra deadline came first
+
+  fo.time_limit_s = 600;
+  auto whole = Make(SolverKind::kExact)->SolveFrontier(p, fo);
+  ASSERT_TRUE(whole.ok());
+  EXPECT_FALSE(whole->partial);
+  EXPECT_EQ(whole->deadlines_solved, whole->deadlines);
+  auto fast = Make(SolverKind::kFast)->SolveFrontier(p, fo);
+  ASSERT_TRUE(fast.ok());
+  EXPECT_FALSE(fast->partial);
+  EXPECT_EQ(fast->deadlines, whole->deadlines);
+}
+
 TEST(OptSolverTest, DeadlineBelowFastestIsInfeasibleNotAnError) {
   Problem p = Diamond(0.0);
   ASSERT_TRUE(p.Validate().ok());

@@ -1,10 +1,176 @@
 #include "cli_util.h"
 
+#include <cerrno>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <map>
+#include <regex>
+#include <string_view>
+
 #include <fmt/format.h>
 
+#include "emo/analysis/iterations.h"
 #include "emo/base/file.h"
+#include "emo/model/device.h"
 
 namespace emo::cli {
+
+namespace {
+
+// The first sentence of a command's description, on one line: up to the first '.', ':' or ';'
+// outside parentheses that ends a word.
+std::string FirstSentence(const std::string& s) {
+  std::string out;
+  int depth = 0;
+  for (size_t i = 0; i < s.size(); ++i) {
+    const char c = s[i];
+    depth += c == '(' ? 1 : c == ')' ? -1 : 0;
+    const bool ends_word = i + 1 == s.size() || s[i + 1] == ' ' || s[i + 1] == '\n';
+    if (depth == 0 && ends_word && (c == '.' || c == ':' || c == ';')) break;
+    out += c == '\n' ? ' ' : c;
+  }
+  return out;
+}
+
+// "  analyze              Build the dependency graph of ..." per command of `group`.
+std::string CommandList(CLI::App& group) {
+  std::string out;
+  for (const CLI::App* sub : group.get_subcommands({})) {
+    out += fmt::format("  {:<20} {}\n", sub->get_name(), FirstSentence(sub->get_description()));
+  }
+  return out;
+}
+
+// Parses all of `text` as a finite double; false on anything else ("", "1x", "nan", "inf").
+bool ParseFinite(const std::string& text, double& out) {
+  if (text.empty()) return false;
+  char* end = nullptr;
+  errno = 0;
+  out = std::strtod(text.c_str(), &end);
+  return end == text.c_str() + text.size() && errno == 0 && std::isfinite(out);
+}
+
+// A validator of finite numbers satisfying `ok`; `what` says which ("> 0", "in [0, 1]") both in
+// --help and in the error.
+CLI::Validator FiniteWhere(std::function<bool(double)> ok, const std::string& name, const std::string& what) {
+  return CLI::Validator(
+      [ok = std::move(ok), what](std::string& input) -> std::string {
+        double v = 0;
+        if (!ParseFinite(input, v)) return fmt::format("'{}' is not a finite number (expected {})", input, what);
+        if (!ok(v)) return fmt::format("{} is out of bounds: expected {}", input, what);
+        return {};
+      },
+      name);
+}
+
+// A required option's or a list's captured default ("0", "[]") says nothing: hide it.
+void HideEmptyDefaults(CLI::App& app) {
+  for (CLI::Option* opt : app.get_options()) {
+    if (opt->get_required() || opt->get_default_str() == "[]") opt->default_str("");
+  }
+  for (CLI::App* sub : app.get_subcommands({})) HideEmptyDefaults(*sub);
+}
+
+}  // namespace
+
+int RunCommandLine(CLI::App& app, int argc, char** argv, const int& exit_code) {
+  HideEmptyDefaults(app);
+  // Find the command before CLI11 parses: a group of commands (the app, `model`) takes no
+  // option values, so its first argument that is not an option names one of its commands.
+  CLI::App* group = &app;
+  std::string path = app.get_name(), parent_path;
+  int i = 1;
+  for (; i < argc; ++i) {
+    const std::string word = argv[i];
+    if (word.starts_with("-") || group->get_subcommands({}).empty()) break;
+    CLI::App* found = nullptr;
+    for (CLI::App* sub : group->get_subcommands({})) {
+      if (sub->get_name() == word) found = sub;
+    }
+    if (found == nullptr) {
+      fmt::print(stderr, "{}: unknown command '{}'\nCommands:\n{}Run `{} <command> --help` for a command's flags.\n", path,
+                 word, CommandList(*group), path);
+      return kExitUsage;
+    }
+    group = found;
+    parent_path = path;
+    path += " " + word;
+  }
+  if (i == argc && !group->get_subcommands({}).empty()) {
+    // `emo` or `emo model` alone: the usage with the list of commands.
+    fmt::print("{}", group->help(parent_path));
+    return 0;
+  }
+  app.failure_message([path](const CLI::App*, const CLI::Error& e) {
+    return fmt::format("{}: {}\nRun `{} --help` for its flags and their defaults.\n", path, e.what(), path);
+  });
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e) == 0 ? 0 : kExitUsage;
+  }
+  return exit_code;
+}
+
+CLI::Validator Positive() {
+  return FiniteWhere([](double v) { return v > 0; }, "POSITIVE", "a number > 0");
+}
+
+CLI::Validator NonNegative() {
+  return FiniteWhere([](double v) { return v >= 0; }, "NONNEGATIVE", "a number >= 0");
+}
+
+CLI::Validator InRange(double lo, double hi) {
+  const std::string range = fmt::format("[{:g}, {:g}]", lo, hi);
+  return FiniteWhere([lo, hi](double v) { return v >= lo && v <= hi; }, "in " + range, "a number in " + range);
+}
+
+CLI::Validator Fraction() {
+  return FiniteWhere([](double v) { return v >= 0 && v <= 1; }, "in [0, 1]", "a fraction in [0, 1] (0.02 = 2 %)");
+}
+
+CLI::Validator AtLeast(int64_t lo) {
+  const std::string what = fmt::format("an integer >= {}", lo);
+  return CLI::Validator(
+      [lo, what](std::string& input) -> std::string {
+        char* end = nullptr;
+        errno = 0;
+        const long long v = std::strtoll(input.c_str(), &end, 10);
+        if (input.empty() || end != input.c_str() + input.size() || errno != 0) {
+          return fmt::format("'{}' is not an integer (expected {})", input, what);
+        }
+        if (v < lo) return fmt::format("{} is out of bounds: expected {}", input, what);
+        return {};
+      },
+      lo == 1 ? std::string("POSITIVE") : fmt::format("at least {}", lo));
+}
+
+void AddUsageCheck(CLI::App* cmd, std::function<void()> check) {
+  // CLI11 keeps one parse-complete callback per command: it runs this command's list.
+  static auto* checks = new std::map<CLI::App*, std::vector<std::function<void()>>>();
+  auto& list = (*checks)[cmd];
+  if (list.empty()) {
+    cmd->parse_complete_callback([cmd] {
+      for (const auto& c : checks->at(cmd)) c();
+    });
+  }
+  list.push_back(std::move(check));
+}
+
+void RefuseTwoOnStdout(CLI::App* cmd, std::vector<std::string> outputs) {
+  AddUsageCheck(cmd, [cmd, outputs = std::move(outputs)] {
+    std::vector<std::string> to_stdout;
+    for (const auto& name : outputs) {
+      const CLI::Option* opt = cmd->get_option(name);
+      if (opt->count() > 0 && opt->as<std::string>() == "-") to_stdout.push_back(name + " -");
+    }
+    if (to_stdout.size() > 1) {
+      throw CLI::ValidationError(fmt::format("{} and {} would both write to stdout: send one to a file", to_stdout[0],
+                                             to_stdout[1]));
+    }
+  });
+}
 
 int Fail(const char* command, const Status& status) {
   fmt::print(stderr, "emo {}: {}\n", command, status.ToString());
@@ -18,21 +184,35 @@ Status WriteJson(const std::string& path, const nlohmann::json& j) {
 
 void AddOverheadFlags(CLI::App* cmd, OverheadFlags& flags) {
   cmd->add_option("--correct-overhead", flags.mode,
-                  "auto: undo the PyTorch profiler's own CPU overhead (default for PyTorch-profiler\n"
-                  "traces; GPU durations are kept); off: use the traced timeline as it is")
+                  "auto: undo the PyTorch profiler's own CPU overhead (on for PyTorch-profiler traces; GPU\n"
+                  "durations are kept); off: use the traced timeline as it is")
       ->check(CLI::IsMember({"auto", "off"}));
-  cmd->add_option("--step-time", flags.step_time_ms,
-                  "Measured step time of the same loop without the profiler (ms): fits the CPU scale\n"
-                  "of this trace to it (the accurate path)")
-      ->check(CLI::PositiveNumber);
-  cmd->add_option("--step-times", flags.step_times,
-                  "File of measured unprofiled step times, one `TRACE MS` line per trace (TRACE: the path\n"
-                  "as given or its file name): each listed trace's CPU scale is fitted to its time")
-      ->check(CLI::ExistingFile);
+  CLI::Option* step_time =
+      cmd->add_option("--step-time", flags.step_time_ms,
+                      "Measured step time of the same loop without the profiler (ms): fits the CPU scale of\n"
+                      "each trace to it (the accurate path; default: none, the calibration estimates it)")
+          ->check(Positive())
+          ->default_str("");
+  CLI::Option* step_times =
+      cmd->add_option("--step-times", flags.step_times,
+                      "File of measured unprofiled step times, one `TRACE MS` line per trace (TRACE: the path\n"
+                      "as given or its file name): each listed trace's CPU scale is fitted to its time\n"
+                      "(default: none)")
+          ->check(CLI::ExistingFile);
+  step_time->excludes(step_times);
   cmd->add_option("--overhead-calibration", flags.calibration,
-                  "Calibration file written by `emo calibrate-overhead --json` (default: the shipped\n"
+                  "Calibration file written by `emo calibrate-overhead --out` (or --json) (default: the shipped\n"
                   "H200 / PyTorch 2.11 calibration)")
       ->check(CLI::ExistingFile);
+  AddUsageCheck(cmd, [cmd, &flags] {
+    if (flags.mode != "off") return;
+    for (const char* ignored : {"--step-time", "--step-times", "--overhead-calibration"}) {
+      if (cmd->count(ignored) > 0) {
+        throw CLI::ValidationError(fmt::format(
+            "--correct-overhead off keeps the traced timeline, so {} would be ignored: give one of the two", ignored));
+      }
+    }
+  });
 }
 
 Result<analysis::OverheadOptions> ToOverheadOptions(const OverheadFlags& flags) {
@@ -46,6 +226,32 @@ Result<analysis::OverheadOptions> ToOverheadOptions(const OverheadFlags& flags) 
     EMO_ASSIGN_OR_RETURN(o.calibration, analysis::LoadOverheadCalibration(flags.calibration));
   }
   return o;
+}
+
+void AddDevicesDirFlag(CLI::App* cmd, std::string& dir) {
+  cmd->add_option("--devices-dir", dir,
+                  "Folder of device model files (default: $EMO_DEVICES_DIR, else the source tree's devices/)")
+      ->default_str(model::DefaultDevicesDir());
+}
+
+void AddIterationFlag(CLI::App* cmd, std::string& regex) {
+  cmd->add_option("--iteration", regex,
+                  "ECMAScript regex searched in CPU annotation names; each top-level match is one iteration")
+      ->default_str(analysis::kDefaultIterationRegex)
+      ->check(ValidRegex());
+}
+
+CLI::Validator ValidRegex() {
+  return CLI::Validator(
+      [](std::string& text) -> std::string {
+        try {
+          std::regex re(text, std::regex::ECMAScript);
+        } catch (const std::regex_error& e) {
+          return fmt::format("'{}' is not a valid ECMAScript regex ({})", text, e.what());
+        }
+        return {};
+      },
+      "");
 }
 
 }  // namespace emo::cli

@@ -6,6 +6,7 @@
 #include "cli_util.h"
 #include "commands.h"
 #include "emo/analysis/analyze.h"
+#include "emo/base/text.h"
 #include "emo/report/perfetto.h"
 
 namespace emo::cli {
@@ -69,13 +70,13 @@ void PrintSummary(const analysis::TraceAnalysis& a) {
   }
   const TimeNs span = std::max<TimeNs>(1, a.horizon - analysis::FirstIterationStart(*a.graph, a.iterations, a.timeline));
   for (const auto& g : a.gpus) {
-    fmt::print("  GPU {}             busy {:.1f} % of {:.1f} ms ({} iterations); {:.1f} % of busy time in {} slack windows\n",
+    fmt::print("  GPU {}             busy {:.1f} % of {:.1f} ms ({}); {:.1f} % of busy time in {}\n",
                g.device, 100.0 * static_cast<double>(g.busy_ns) / static_cast<double>(span), NsToMs(span),
-               a.iterations.iterations.size(),
+               Plural(a.iterations.iterations.size(), "iteration"),
                g.busy_ns > 0 ? 100.0 * static_cast<double>(g.slack_ns) / static_cast<double>(g.busy_ns) : 0.0,
-               g.windows.size());
+               Plural(g.windows.size(), "slack window"));
   }
-  fmt::print("  graph             {} nodes, {} edges\n", a.graph->num_nodes(), a.graph->num_edges());
+  fmt::print("  graph             {}, {}\n", Plural(a.graph->num_nodes(), "node"), Plural(a.graph->num_edges(), "edge"));
   for (const auto& row : a.AllDiagnostics().Rows()) {
     if (row.severity == Severity::kInfo) continue;
     fmt::print("  {:<8} {:<28} {:>7}  {}\n", SeverityName(row.severity), row.name, row.count, row.description);
@@ -105,8 +106,9 @@ int RunAnalyze(const AnalyzeArgs& args) {
     for (size_t i = 0; i < all.size(); ++i) {
       nlohmann::json hta = HtaPathJson(all[i]);
       if (!json_to_stdout) {
-        fmt::print("{}\n  HTA-weighted path  {} GPU ops, {} API calls; weights: GPU {:.1f} us, comm {:.1f} us, CPU {:.1f} us, launch {:.1f} us\n",
-                   all[i].trace->meta.source_path, hta["gpu_ops"].get<size_t>(), hta["api_calls"].get<size_t>(),
+        fmt::print("{}\n  HTA-weighted path  {}, {}; weights: GPU {:.1f} us, comm {:.1f} us, CPU {:.1f} us, launch {:.1f} us\n",
+                   all[i].trace->meta.source_path, Plural(hta["gpu_ops"].get<size_t>(), "GPU op"),
+                   Plural(hta["api_calls"].get<size_t>(), "API call"),
                    hta["weight_us"]["gpu"].get<double>(), hta["weight_us"]["comm"].get<double>(),
                    hta["weight_us"]["cpu"].get<double>(), hta["weight_us"]["launch"].get<double>());
       }
@@ -140,8 +142,7 @@ void SetupAnalyze(CLI::App& app, int& exit_code) {
       "the critical path and per-GPU slack. TRACE: PyTorch-profiler (Kineto) JSON, .json or .json.gz;\n"
       "one file per rank.");
   cmd->add_option("traces", args->traces, "Trace files")->required()->check(CLI::ExistingFile);
-  cmd->add_option("--iteration", args->iteration,
-                  "ECMAScript regex on CPU annotation names marking iterations (default ^ProfilerStep#\\d+$)");
+  AddIterationFlag(cmd, args->iteration);
   AddOverheadFlags(cmd, args->overhead);
   cmd->add_option("--json", args->json, "Write the JSON result to FILE ('-' = stdout)");
   cmd->add_option("--perfetto", args->perfetto,
@@ -149,7 +150,8 @@ void SetupAnalyze(CLI::App& app, int& exit_code) {
                   "CPU operators, API calls, iterations, GPU ops with slack, critical-path flows, slack counters");
   cmd->add_option("--slack-threshold-us", args->slack_threshold_us,
                   "A GPU slack window needs every running op to have more slack than this (us)")
-      ->check(CLI::NonNegativeNumber);
+      ->check(NonNegative());
+  RefuseTwoOnStdout(cmd, {"--json", "--perfetto"});
   cmd->add_flag("--hta-critical-path", args->hta_path,
                 "Also report the critical path under Holistic Trace Analysis' edge weights (CPU gaps between\n"
                 "operators weigh 0, blocking calls 0), to compare with HTA; EMO's own path is wall time");

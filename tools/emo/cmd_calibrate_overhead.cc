@@ -12,6 +12,7 @@
 #include "emo/analysis/analyze.h"
 #include "emo/analysis/overhead.h"
 #include "emo/base/file.h"
+#include "emo/base/text.h"
 #include "emo/trace/trace.h"
 
 namespace emo::cli {
@@ -29,9 +30,10 @@ struct CalibrateArgs {
 int RunCalibrate(const CalibrateArgs& args) {
   if (args.step_ms.size() != args.traces.size()) {
     return Fail("calibrate-overhead",
-                InvalidArgument(fmt::format("{} traces but {} --step-time values: give one unprofiled step "
-                                            "time (ms) per trace, in the same order",
-                                            args.traces.size(), args.step_ms.size())));
+                InvalidArgument(fmt::format("{} but {}: give one unprofiled step time (ms) per trace, in the "
+                                            "same order",
+                                            Plural(args.traces.size(), "trace"),
+                                            Plural(args.step_ms.size(), "--step-time value"))));
   }
   analysis::AnalyzeOptions options;
   options.iteration_regex = args.iteration;
@@ -145,13 +147,24 @@ void SetupCalibrateOverhead(CLI::App& app, int& exit_code) {
   cmd->add_option("traces", args->traces, "Traced runs (either profiler configuration; each is fitted on its own)")
       ->required()
       ->check(CLI::ExistingFile);
-  cmd->add_option("--step-time", args->step_ms, "Unprofiled step time (ms) of each trace's loop, in order")->required();
-  cmd->add_option("--iteration", args->iteration, "Regex on CPU annotations marking iterations");
+  cmd->add_option("--step-time", args->step_ms, "Unprofiled step time (ms) of each trace's loop, one per trace, in order")
+      ->required()
+      ->check(Positive());
+  AddIterationFlag(cmd, args->iteration);
   cmd->add_option("--reference-from", args->reference_from,
-                  "Keep the reference table of this calibration file and fit only the ratios")
+                  "Keep the reference table of this calibration file and fit only the ratios (default: fit\n"
+                  "the reference table from these traces too)")
       ->check(CLI::ExistingFile);
   cmd->add_option("--out", args->out, "Write the calibration file (for --overhead-calibration) to FILE");
   cmd->add_option("--json", args->json, "Write the calibration and the per-trace fit to FILE ('-' = stdout)");
+  RefuseTwoOnStdout(cmd, {"--json", "--out"});
+  AddUsageCheck(cmd, [args] {
+    if (args->step_ms.size() != args->traces.size()) {
+      throw CLI::ValidationError(fmt::format("{} but {}: give one unprofiled step time (ms) per trace, in order",
+                                             Plural(args->traces.size(), "trace"),
+                                             Plural(args->step_ms.size(), "--step-time value")));
+    }
+  });
   cmd->callback([args, &exit_code] { exit_code = RunCalibrate(*args); });
 }
 

@@ -97,9 +97,7 @@ void SetupDevices(CLI::App& app, int& exit_code) {
       "devices",
       "List the GPU models EMO can plan for (devices/*.json): clock table, idle power, power\n"
       "limit, and where every number comes from");
-  cmd->add_option("--devices-dir", args->dir,
-                  "Folder of device files (default: $EMO_DEVICES_DIR, else the source tree's "
-                  "devices/)");
+  AddDevicesDirFlag(cmd, args->dir);
   cmd->add_option("--json", args->json_path, "Write the device models as JSON ('-' = stdout)");
   cmd->add_flag("--sources", args->sources, "Print the source of every number");
   cmd->callback([args, &exit_code] { exit_code = RunDevices(*args); });

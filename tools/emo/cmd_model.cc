@@ -13,6 +13,7 @@
 #include "cli_util.h"
 #include "commands.h"
 #include "emo/base/file.h"
+#include "emo/base/text.h"
 #include "emo/model/device.h"
 #include "emo/model/fit.h"
 #include "emo/model/iteration_energy.h"
@@ -124,8 +125,9 @@ int RunValidate(const ValidateArgs& args) {
   std::string fit_list;
   for (MegaHertz f : r.fit_clocks)
     fit_list += fmt::format("{}{:.0f}", fit_list.empty() ? "" : ", ", f.value());
-  fmt::print(out, "{}\n  fit from K={} clocks ({} MHz); {} units, {} held-out points\n",
-             args.profile, r.k, fit_list, r.units, r.points);
+  fmt::print(out, "{}\n  fit from K={} ({} MHz); {}, {}\n", args.profile,
+             Plural(static_cast<uint64_t>(r.k), "clock"), fit_list, Plural(static_cast<uint64_t>(r.units), "unit"),
+             Plural(static_cast<uint64_t>(r.points), "held-out point"));
   fmt::print(out,
              "  time MAPE {:.2f}%   energy MAPE {:.2f}%   power MAPE {:.2f}%   max error {:.2f}% "
              "(time {:.2f}%, energy {:.2f}%)\n",
@@ -239,8 +241,8 @@ int RunFit(const FitArgs& args) {
   Result<model::ProfileFit> fit = model::FitProfile(merged, clocks);
   if (!fit.ok()) return Fail("model fit", fit.status());
   const model::FitSummary sum = model::SummarizeFit(merged, *fit);
-  fmt::print(out, "fitted {} units from {} clocks ({:.0f}-{:.0f} MHz) of {}\n", fit->units.size(),
-             fit->fit_clocks.size(), fit->fit_clocks.front().value(),
+  fmt::print(out, "fitted {} from {} ({:.0f}-{:.0f} MHz) of {}\n", Plural(fit->units.size(), "unit"),
+             Plural(fit->fit_clocks.size(), "clock"), fit->fit_clocks.front().value(),
              fit->fit_clocks.back().value(), fmt::join(args.profiles, ", "));
   fmt::print(out,
              "  P_static {:.1f} W; voltage ridge {:.0f} MHz, slope {:.2e}/MHz, V(f_max) {:.3f}\n",
@@ -248,9 +250,9 @@ int RunFit(const FitArgs& args) {
              fit->gpu.voltage.slope_per_mhz, fit->gpu.voltage.At(fit->gpu.f_max));
   fmt::print(out,
              "  1/f share at f_max {:.3f}-{:.3f} (median {:.3f}); activity {:.4f}-{:.4f} W/MHz; "
-             "{} of {} units capped{}\n",
+             "{} of {} capped{}\n",
              sum.comp_share_min, sum.comp_share_max, sum.comp_share_median, sum.activity_min,
-             sum.activity_max, sum.capped_units, fit->units.size(),
+             sum.activity_max, sum.capped_units, Plural(fit->units.size(), "unit"),
              sum.cap_power_w > 0 ? fmt::format(" (power at f_max {:.1f} W)", sum.cap_power_w)
                                  : std::string());
   fmt::print(out, "  in-sample error: time MAPE {:.2f}%, energy MAPE {:.2f}%\n", sum.time_mape_pct,
@@ -418,7 +420,7 @@ int RunCalibrate(const CalibrateArgs& args) {
 
 void SetupModel(CLI::App& app, int& exit_code) {
   CLI::App* cmd =
-      app.add_subcommand("model", "Fit and validate the per-unit time/power model of the SM clock");
+      app.add_subcommand("model", "Fit, validate and calibrate the per-unit time/power model of the SM clock");
   cmd->require_subcommand(1);
 
   auto validate_args = std::make_shared<ValidateArgs>();
@@ -429,21 +431,27 @@ void SetupModel(CLI::App& app, int& exit_code) {
   validate
       ->add_option("--profile", validate_args->profile,
                    "Per-clock profile CSV: stage,instruction,frequency,time,energy (s, J)")
-      ->required();
-  validate->add_option("--clocks", validate_args->clocks, "K: how many clocks to fit from")
-      ->check(CLI::Range(2, 1000));
+      ->required()
+      ->check(CLI::ExistingFile);
+  validate->add_option("--clocks", validate_args->clocks, "K: how many clocks to fit from (fewer than the profile has)")
+      ->check(AtLeast(2));
   validate->add_option("--json", validate_args->json_path,
                        "Write the result as JSON ('-' = stdout)");
-  validate->add_option(
+  CLI::Option* device_from = validate->add_option(
       "--device-from", validate_args->device_from,
       "Take P_static and the voltage curve from a fit of every clock of this other profile of\n"
-      "the same GPU (a device calibration sweep), and fit only per-unit parameters from K clocks");
-  validate->add_option(
+      "the same GPU (a device calibration sweep), and fit only per-unit parameters from K clocks\n"
+      "(default: none; P_static and the voltage curve are fitted from the K clocks too)")
+      ->check(CLI::ExistingFile);
+  CLI::Option* device = validate->add_option(
       "--device", validate_args->device,
       "Pin the numbers a device file holds (see `emo devices`): P_static = its idle power, and its\n"
       "power limit classes the profile as power-limited or clock-ceiling; the voltage curve and the\n"
-      "per-unit parameters come from the K clocks (docs/model.md)");
-  validate->add_option("--devices-dir", validate_args->devices_dir, "Folder of device files");
+      "per-unit parameters come from the K clocks (docs/model.md) (default: none)");
+  // Two protocols for the device-wide numbers: one at a time.
+  device->excludes(device_from);
+  AddDevicesDirFlag(validate, validate_args->devices_dir);
+  validate->get_option("--devices-dir")->needs(device);
   validate->add_flag("--per-point", validate_args->per_point,
                      "Include every held-out point's signed error in the JSON");
   validate->add_flag("--allow-device-mismatch", validate_args->allow_device_mismatch,
@@ -460,15 +468,18 @@ void SetupModel(CLI::App& app, int& exit_code) {
   fit->add_option("--profile", fit_args->profiles,
                   "Per-clock profile CSV (stage,instruction,frequency,time,energy); repeat for\n"
                   "several workloads measured on the same GPU")
-      ->required();
+      ->required()
+      ->check(CLI::ExistingFile);
   fit->add_option("--clocks", fit_args->clocks,
                   "Fit from K clocks spread over the range (default: every clock)")
-      ->check(CLI::Range(2, 1000));
+      ->check(AtLeast(2))
+      ->default_str("");
   fit->add_option("--json", fit_args->json_path,
                   "Write the fitted parameters as JSON ('-' = stdout)");
   fit->add_option("--update-device", fit_args->update_device,
                   "Write the fitted device-wide numbers (P_static, voltage curve, cap power,\n"
-                  "compute-class prior) into this device file, each with this command as source");
+                  "compute-class prior) into this device file, each with this command as source")
+      ->check(CLI::ExistingFile);
   fit->callback([fit_args, &exit_code] { exit_code = RunFit(*fit_args); });
 
   auto cal_args = std::make_shared<CalibrateArgs>();
@@ -478,15 +489,17 @@ void SetupModel(CLI::App& app, int& exit_code) {
       "clock, and score the model leave-one-workload-out (ranks of one job are held out together)");
   cal->add_option("--device", cal_args->device, "Device name (see `emo devices`) or file")
       ->required();
-  cal->add_option("--devices-dir", cal_args->devices_dir, "Folder of device files");
+  AddDevicesDirFlag(cal, cal_args->devices_dir);
   cal->add_option("--measured", cal_args->measured,
                   "Measured energy and time per iteration without the profiler (JSON in the\n"
                   "format of ../shared/traces/h200/measured.json)")
-      ->required();
+      ->required()
+      ->check(CLI::ExistingFile);
   cal->add_option("--trace", cal_args->traces,
                   "Trace of a measured workload; its file name (without .json/.gz) names the\n"
                   "workload in --measured. Repeat for each workload (at least two groups)")
-      ->required();
+      ->required()
+      ->check(CLI::ExistingFile);
   cal->add_option("--json", cal_args->json_path, "Write the result as JSON ('-' = stdout)");
   cal->add_flag("--update-device", cal_args->update_device,
                 "Write the activity scale fitted on all workloads into the device file");

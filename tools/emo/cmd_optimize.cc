@@ -7,6 +7,7 @@
 #include "commands.h"
 #include "emo/analysis/analyze.h"
 #include "emo/base/file.h"
+#include "emo/base/text.h"
 #include "emo/model/device.h"
 #include "emo/opt/trace_plan.h"
 #include "emo/policy/policy.h"
@@ -69,9 +70,11 @@ int RunOptimize(const OptimizeArgs& args) {
     const bool overridden = checks[i].outcome == model::DeviceCheck::Outcome::kMismatch;
     planned.push_back({&analyses[i], &*device, std::move(plan).value(), std::move(checks[i]), overridden});
   }
+  // The text goes to stdout unless a machine-readable output does.
+  const bool text = args.json != "-" && args.policy != "-" && args.frontier != "-";
   nlohmann::json all = nlohmann::json::array();
   for (const auto& pt : planned) {
-    if (args.json != "-") fmt::print("{}", report::PlanText(pt));
+    if (text) fmt::print("{}", report::PlanText(pt));
     all.push_back(report::PlanToJson(pt));
   }
   if (!args.policy.empty()) {
@@ -97,24 +100,27 @@ void SetupOptimize(CLI::App& app, int& exit_code) {
       "best single static clock. Energies are predictions of the device model (see `emo devices`).");
   cmd->add_option("traces", args->traces, "Trace files (one per rank)")->required()->check(CLI::ExistingFile);
   cmd->add_option("--device", args->device, "Device model name or file (see `emo devices`)")->required();
-  cmd->add_option("--devices-dir", args->devices_dir, "Folder of device files");
-  cmd->add_option("--max-slowdown", args->max_slowdown, "Latency target: iteration time <= (1 + S) x baseline")
-      ->check(CLI::Range(0.0, 1.0));
+  AddDevicesDirFlag(cmd, args->devices_dir);
+  cmd->add_option("--max-slowdown", args->max_slowdown,
+                  "Latency target, a fraction: iteration time <= (1 + S) x its time at the default clock\n"
+                  "(0.02 = 2 % slower)")
+      ->check(Fraction());
   cmd->add_option("--min-pack-ms", args->min_pack_ms,
                   "Minimum pack length (ms); the H200 clock-switch latency is not measured, 10 ms is an assumption")
-      ->check(CLI::PositiveNumber);
+      ->check(Positive());
   cmd->add_option("--solver", args->solver,
                   "Pack-graph solver: fast (parametric min-cut; auto) or exact (CBC MILP). With auto/fast, CBC\n"
                   "also runs on graphs of up to 2000 packs to report the fast solver's gap to it")
       ->check(CLI::IsMember({"auto", "exact", "fast"}));
   cmd->add_option("--policy", args->policy, "Write the clock policy JSON");
   cmd->add_option("--frontier", args->frontier, "Write the pack graph's time-energy Pareto frontier (CSV)");
-  cmd->add_option("--iteration", args->iteration, "Regex on CPU annotations marking iterations");
+  AddIterationFlag(cmd, args->iteration);
   cmd->add_flag("--allow-device-mismatch", args->allow_device_mismatch,
                 "Plan even when the trace was recorded on another GPU than the device model describes\n"
                 "(refused by default); every output then says so");
   AddOverheadFlags(cmd, args->overhead);
   cmd->add_option("--json", args->json, "Write the JSON result to FILE ('-' = stdout)");
+  RefuseTwoOnStdout(cmd, {"--json", "--policy", "--frontier"});
   cmd->callback([args, &exit_code] { exit_code = RunOptimize(*args); });
 }
 

@@ -1,5 +1,6 @@
 // `emo pipeline`: plans per-instruction SM clocks for a pipeline-parallel training iteration
 // from a per-stage time/energy table (Perseus' setting) and prints its time–energy frontier.
+#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <string>
@@ -9,6 +10,7 @@
 #include "cli_util.h"
 #include "commands.h"
 #include "emo/base/file.h"
+#include "emo/base/text.h"
 #include "emo/opt/pipeline.h"
 
 namespace emo::cli {
@@ -81,6 +83,16 @@ int RunPipeline(const PipelineFlags& flags) {
   if (po.frontier_step_ns == 0) po.frontier_step_ns = spec.time_unit_ns;
   po.time_limit_s = flags.time_limit_s;
   po.keep_plans = false;
+  // Progress of a long exact sweep on stderr: the first deadline, then every few seconds.
+  const auto t0 = std::chrono::steady_clock::now();
+  auto last = t0;
+  po.progress = [&](size_t done, size_t total) {
+    const auto now = std::chrono::steady_clock::now();
+    if (done > 1 && done < total && now - last < std::chrono::seconds(3)) return;
+    last = now;
+    fmt::print(stderr, "emo pipeline: exact frontier: {} of {} solved, {:.1f} s of the {:g} s limit\n", done,
+               Plural(total, "deadline"), std::chrono::duration<double>(now - t0).count(), flags.time_limit_s);
+  };
   auto plan = opt::PlanPipeline(*pipeline, po);
   if (!plan.ok()) return Fail(kCmd, plan.status());
 
@@ -92,26 +104,34 @@ int RunPipeline(const PipelineFlags& flags) {
     }
   }
   const auto& base = plan->baseline;
-  // The summary goes to stderr when the JSON goes to stdout, so `--json -` stays parseable.
-  std::FILE* out = flags.json == "-" ? stderr : stdout;
-  fmt::print(out, "emo pipeline: {}, {} stages x {} microbatches ({}), {} instructions\n", flags.profile, spec.stages,
-             spec.microbatches, flags.schedule, pipeline->problem.num_nodes());
+  // The summary goes to stderr when the JSON or the CSV goes to stdout, so that stays parseable.
+  std::FILE* out = flags.json == "-" || flags.frontier == "-" ? stderr : stdout;
+  fmt::print(out, "emo pipeline: {}, {} x {} ({}), {}\n", flags.profile,
+             Plural(static_cast<uint64_t>(spec.stages), "stage"),
+             Plural(static_cast<uint64_t>(spec.microbatches), "microbatch", "microbatches"), flags.schedule,
+             Plural(pipeline->problem.num_nodes(), "instruction"));
   fmt::print(out, "  idle power {:.2f} W per GPU ({}); times {}\n", spec.idle_power_w, idle_why,
              spec.time_unit_ns > 0 ? fmt::format("floored to {} s (Perseus accounting)", flags.time_unit_s)
                                    : std::string("as measured"));
   fmt::print(out, "  {:<28} {:>10} {:>12} {:>8}\n", "", "time (s)", "energy (J)", "saving");
   fmt::print(out, "  {:<28} {:>10.4f} {:>12.1f} {:>8}\n", fmt::format("all at {} MHz", profile->max_clock_mhz),
              NsToS(base.makespan_ns), base.energy_j, "-");
-  fmt::print(out, "  {:<28} {:>10.4f} {:>12.1f} {:>7.2f}%\n", "EMO fastest", NsToS(plan->fastest.makespan_ns),
-             plan->fastest.energy_j, plan->fastest_saving_pct);
+  fmt::print(out, "  {:<28} {:>10.4f} {:>12.1f} {:>7.2f}%\n", f.partial ? "EMO fastest found" : "EMO fastest",
+             NsToS(plan->fastest.makespan_ns), plan->fastest.energy_j, plan->fastest_saving_pct);
   if (plan->target.has_plan()) {
     fmt::print(out, "  {:<28} {:>10.4f} {:>12.1f} {:>7.2f}%\n",
                fmt::format("EMO within +{:g}% time", 100 * flags.max_slowdown), NsToS(plan->target.makespan_ns),
                plan->target.energy_j, plan->target_saving_pct);
   }
-  fmt::print(out, "  frontier: {} points, {:.4f}-{:.4f} s; worst gap to the relaxation bound {:.3f}%\n",
-             f.points.size(), NsToS(f.points.front().makespan_ns), NsToS(f.points.back().makespan_ns), worst_gap);
-  fmt::print(out, "  solved in {:.1f} ms ({} solver, {} min cuts)\n", plan->solve_ms, plan->solver, f.iterations);
+  fmt::print(out, "  frontier: {}, {:.4f}-{:.4f} s; worst gap to the relaxation bound {:.3f}%\n",
+             Plural(f.points.size(), "point"), NsToS(f.points.front().makespan_ns), NsToS(f.points.back().makespan_ns),
+             worst_gap);
+  if (f.partial) {
+    fmt::print(out, "  frontier PARTIAL: the {:g} s time limit ran out after {} of {} (spread over the range)\n",
+               flags.time_limit_s, f.deadlines_solved, Plural(f.deadlines, "deadline"));
+  }
+  fmt::print(out, "  solved in {:.1f} ms ({} solver, {})\n", plan->solve_ms, plan->solver,
+             po.solver == opt::SolverKind::kExact ? Plural(f.iterations, "MILP solve") : Plural(f.iterations, "min cut"));
 
   if (!flags.frontier.empty()) {
     Status s = WriteFrontierCsv(flags.frontier, f);
@@ -154,7 +174,10 @@ int RunPipeline(const PipelineFlags& flags) {
     j["target"] = target;
     j["frontier_points"] = f.points.size();
     j["frontier_worst_gap_pct"] = worst_gap;
+    j["frontier_partial"] = f.partial;
+    j["frontier_deadlines"] = {{"solved", f.deadlines_solved}, {"total", f.deadlines}};
     j["solver"] = {{"name", plan->solver}, {"iterations", f.iterations}, {"frontier_ms", f.solve_ms}};
+    if (po.solver == opt::SolverKind::kExact) j["solver"]["time_limit_s"] = flags.time_limit_s;
     j["solve_ms"] = plan->solve_ms;
     Status s = WriteJson(flags.json, j);
     if (!s.ok()) return Fail(kCmd, s);
@@ -178,38 +201,42 @@ void SetupPipeline(CLI::App& app, int& exit_code) {
       ->check(CLI::ExistingFile);
   cmd->add_option("--stages", flags->stages, "Pipeline stages (one GPU each); must match the profile")
       ->required()
-      ->check(CLI::PositiveNumber);
+      ->check(AtLeast(1));
   cmd->add_option("--microbatches", flags->microbatches, "Microbatches per iteration")
       ->required()
-      ->check(CLI::PositiveNumber);
-  cmd->add_option("--schedule", flags->schedule, "Pipeline schedule")
-      ->check(CLI::IsMember({"1f1b", "gpipe"}))
-      ->capture_default_str();
+      ->check(AtLeast(1));
+  cmd->add_option("--schedule", flags->schedule, "Pipeline schedule")->check(CLI::IsMember({"1f1b", "gpipe"}));
   cmd->add_option("--idle-w", flags->idle_w,
-                  "Power (W) of a GPU waiting on its neighbours, charged per GPU over the iteration. Default: "
-                  "Perseus' measured 83.64 W for A100 tables (top clock 1410 MHz), 70.38 W for A40 (1740 MHz)")
-      ->check(CLI::NonNegativeNumber);
+                  "Power (W) of a GPU waiting on its neighbours, charged per GPU over the iteration (default:\n"
+                  "Perseus' measured 83.64 W for A100 tables (top clock 1410 MHz), 70.38 W for A40 (1740 MHz))")
+      ->check(NonNegative())
+      ->default_str("");
   cmd->add_option("--max-slowdown", flags->max_slowdown,
-                  "Target: iteration time <= (1 + S) x the all-top-clock time (0.02 = 2%)")
-      ->check(CLI::NonNegativeNumber)
-      ->capture_default_str();
+                  "Latency target, a fraction: iteration time <= (1 + S) x the all-top-clock time (0.02 = 2 %)")
+      ->check(Fraction());
   cmd->add_option("--time-unit", flags->time_unit_s,
-                  "Floor every measured time to a multiple of this many seconds, as Perseus' solver does "
+                  "Floor every measured time to a multiple of this many seconds, as Perseus' solver does\n"
                   "(0.001 for its A100 frontiers, 0.0001 for A40); 0 keeps measured times")
-      ->check(CLI::NonNegativeNumber)
-      ->capture_default_str();
+      ->check(NonNegative());
   cmd->add_option("--frontier-step", flags->frontier_step_s,
-                  "Spacing (s) of the deadlines the frontier is solved at; default: the time unit, or 1/2000 of "
-                  "the frontier's span")
-      ->check(CLI::NonNegativeNumber);
+                  "Spacing (s) of the deadlines the frontier is solved at (default: the time unit, else 1/2000\n"
+                  "of the frontier's span)")
+      ->check(NonNegative())
+      ->default_str("");
   cmd->add_option("--solver", flags->solver, "fast (parametric min-cut) or exact (CBC MILP; small cases only)")
-      ->check(CLI::IsMember({"fast", "exact"}))
-      ->capture_default_str();
-  cmd->add_option("--time-limit", flags->time_limit_s, "Exact solver: seconds per deadline")
-      ->check(CLI::PositiveNumber)
-      ->capture_default_str();
+      ->check(CLI::IsMember({"fast", "exact"}));
+  cmd->add_option("--time-limit", flags->time_limit_s,
+                  "Exact solver: seconds for the whole frontier (the latency target is solved first); when\n"
+                  "they run out the frontier is partial and the output says so")
+      ->check(Positive());
   cmd->add_option("--frontier", flags->frontier, "Write the frontier as CSV (time_s,energy_j,lower_bound_j)");
   cmd->add_option("--json", flags->json, "Write the result as JSON ('-' for stdout)");
+  AddUsageCheck(cmd, [cmd, flags] {
+    if (flags->solver != "exact" && cmd->count("--time-limit") > 0) {
+      throw CLI::ValidationError("--time-limit bounds the exact solver only: add --solver exact, or drop it");
+    }
+  });
+  RefuseTwoOnStdout(cmd, {"--json", "--frontier"});
   cmd->callback([flags, &exit_code]() { exit_code = RunPipeline(*flags); });
 }
 

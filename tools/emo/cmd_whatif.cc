@@ -6,6 +6,7 @@
 #include "cli_util.h"
 #include "commands.h"
 #include "emo/analysis/analyze.h"
+#include "emo/base/text.h"
 
 namespace emo::cli {
 namespace {
@@ -52,7 +53,7 @@ int RunWhatif(const WhatifArgs& args) {
       fmt::print("{}\n  steady iteration {}: baseline {:.1f} us -> what-if {:.1f} us ({:+.2f} %)\n", path,
                  a->iterations.iterations[a->steady].name, NsToUs(w->baseline_ns), NsToUs(w->whatif_ns), change);
       for (size_t i = 0; i < rules.size(); ++i) {
-        fmt::print("  {} x{}: {} GPU ops matched\n", rules[i].regex, rules[i].factor, w->matched[i]);
+        fmt::print("  {} x{}: {} matched\n", rules[i].regex, rules[i].factor, Plural(w->matched[i], "GPU op"));
         if (w->matched[i] == 0) fmt::print(stderr, "emo whatif: warning: '{}' matched no GPU op\n", rules[i].regex);
       }
     }
@@ -74,9 +75,21 @@ void SetupWhatif(CLI::App& app, int& exit_code) {
   cmd->add_option("traces", args->traces, "Trace files")->required()->check(CLI::ExistingFile);
   cmd->add_option("--scale", args->scales,
                   "REGEX=FACTOR: multiply the duration of GPU ops whose name matches REGEX\n"
-                  "(ECMAScript, searched, not anchored); repeatable")
-      ->required();
-  cmd->add_option("--iteration", args->iteration, "Regex on CPU annotations marking iterations");
+                  "(ECMAScript, searched, not anchored); FACTOR >= 0; repeatable")
+      ->required()
+      ->type_name("REGEX=FACTOR")
+      ->check(CLI::Validator(
+          [](std::string& rule) {
+            auto r = analysis::ParseScaleRule(rule);
+            if (!r.ok()) {
+              std::string why = r.status().message();  // "--scale 'x': ..."; CLI11 names the flag
+              return why.starts_with("--scale ") ? why.substr(8) : why;
+            }
+            std::string regex = r->regex;
+            return ValidRegex()(regex);
+          },
+          ""));
+  AddIterationFlag(cmd, args->iteration);
   AddOverheadFlags(cmd, args->overhead);
   cmd->add_option("--json", args->json, "Write the JSON result to FILE ('-' = stdout)");
   cmd->callback([args, &exit_code] { exit_code = RunWhatif(*args); });

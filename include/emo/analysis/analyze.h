@@ -66,7 +66,6 @@ struct TraceAnalysis {
   CriticalPath window_path;       // critical path of the whole window (for flags)
   std::vector<GpuSlack> gpus;
   bool profiler_trace = false;    // a PyTorch-profiler trace (recorded operators)
-  std::string iteration_regex;    // the iteration marker used (ECMAScript)
 
   TimeNs measured_ns() const { return measured_times[steady]; }
   TimeNs replayed_ns() const { return replayed_times[steady]; }

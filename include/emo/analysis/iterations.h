@@ -26,13 +26,14 @@ struct IterationMap {
   std::vector<Iteration> iterations;
   std::vector<int32_t> node_iteration;
   bool from_marker = true;  // false: no marker matched, the whole trace is one iteration
+  std::string regex;        // the marker regex searched (the default or the caller's)
 };
+
+// The iteration marker when none is given: PyTorch profiler's step annotations.
+inline constexpr const char* kDefaultIterationRegex = "^ProfilerStep#\\d+$";
 
 // The iteration whose annotation window [start, end) contains `time`, or -1.
 int32_t IterationAt(const IterationMap& m, TimeNs time);
-
-// The default iteration marker: PyTorch profiler's step annotations.
-inline constexpr const char* kDefaultIterationRegex = "^ProfilerStep#\\d+$";
 
 // The CPU nodes (API calls and CPU intervals) of every thread in time order, by ThreadId.
 std::vector<std::vector<uint32_t>> CpuNodesByThread(const graph::Graph& g);

@@ -10,6 +10,7 @@
 // A100, 70.38 W on A40), charged per GPU over the iteration.
 #pragma once
 
+#include <functional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -67,13 +68,14 @@ struct PipelinePlanOptions {
   double max_slowdown = 0.0;     // target: makespan ≤ (1 + s) × all-max-clock makespan
   TimeNs frontier_step_ns = 0;   // 0: the time unit if set, else (slowest − fastest)/max_points
   size_t max_points = 2000;
-  double time_limit_s = 60.0;    // exact solver, per deadline
+  double time_limit_s = 60.0;    // exact solver: for the whole frontier (FrontierOptions)
   bool keep_plans = false;
+  std::function<void(size_t done, size_t total)> progress;  // as FrontierOptions::progress
 };
 
 struct PipelinePlan {
   Evaluation baseline;            // every instruction at the table's maximum clock
-  Frontier frontier;
+  Frontier frontier;              // .partial: the time limit cut the sweep short
   FrontierPoint fastest;          // the frontier's fastest point
   double fastest_saving_pct = 0;  // vs baseline energy
   TimeNs target_ns = 0;

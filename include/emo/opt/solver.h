@@ -3,6 +3,7 @@
 // large ones. "Did the call work" (Status) is separate from "what the solver found" (Outcome).
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <string_view>
 #include <vector>
@@ -62,8 +63,15 @@ struct FrontierOptions {
   TimeNs step_ns = 0;
   size_t max_points = 1000;
   bool keep_plans = false;
-  double time_limit_s = 60.0;  // exact solver: per deadline
+  // Exact solver: wall-clock budget (s) of the whole sweep, shared by its deadlines (each solve
+  // gets what is left). The extra deadlines are solved first, then the grid's ends, then the
+  // grid from coarse to fine, so a sweep the budget cuts short still spans the range; the
+  // frontier then says it is partial.
+  double time_limit_s = 60.0;
   size_t descent_max_size = 20000;  // fast solver: as SolveOptions::descent_max_size
+  // Called after each deadline is solved with how many are done and how many there are
+  // (exact solver; the fast one sweeps in one go). May be empty.
+  std::function<void(size_t done, size_t total)> progress;
 };
 
 // The Pareto frontier: points sorted by makespan ascending with energy strictly decreasing
@@ -74,6 +82,9 @@ struct Frontier {
   double solve_ms = 0.0;
   size_t iterations = 0;        // solver-specific work count (min cuts, MILP solves)
   bool all_optimal = false;     // exact solver: every point proven optimal
+  size_t deadlines = 0;         // deadlines the sweep was asked to solve
+  size_t deadlines_solved = 0;  // of them, solved before the time limit ran out
+  bool partial = false;         // the time limit ran out: deadlines_solved < deadlines
 };
 
 // The energy of the cheapest frontier point finishing within `deadline_ns`, or -1 if none.
