@@ -1,28 +1,36 @@
 #!/usr/bin/env python3
-"""Records held-out H200 workloads the way ../shared/traces/h200 was recorded.
+"""Records held-out H200 workloads: traces, and beside each trace the truth of its own loop.
 
-For each workload (three that EMO's calibrations never saw: a CPU-bound small-MLP training
-loop, a transformer inference loop, a CNN training loop fed by a DataLoader):
-  - unprofiled timing: `sync` (torch.cuda.synchronize() after every step, per-step median) and
-    `async` (one sync per 10 steps, median of chunk time / 10), as truth.json has them;
-  - energy per iteration at the default clocks over >= 8 s of sync steps, from NVML's total
-    energy counter (read only), as measured.json has it;
-  - four PyTorch-profiler traces: sync/async loop x light (record_shapes off) / shapes
-    (record_shapes on), CUDA sync events on, schedule wait=1 warmup=2 active=5;
-  - unprofiled timing again after the profiled runs.
-Writes OUT/heldout/{truth.json, measured.json, <workload>_<mode>_<config>.json.gz}.
-A second argument picks workloads (comma-separated): the second held-out set (data/h200_heldout2)
-is `gpt_small_train,resnet_small_train,lstm_lm_train`.
+Protocol (../shared BRIEF.md, "Ground truth"): every trace is recorded in a fresh Python process
+that has never started the profiler (the profiler leaves CPU overhead behind after it stops),
+and that process first measures, on the same loop structure as its trace, without the profiler:
+  - the step time: `sync` loop = torch.cuda.synchronize() after every step, per-step median;
+    `async` (run-ahead) loop = one synchronize per 10 steps, median of (10-step chunk time / 10);
+  - the energy per iteration: NVML total-energy counter (read only) over >= 6 s of that loop,
+    divided by the steps run; the same window gives the step times above.
+Then it records one PyTorch-profiler trace of that loop (light: record_shapes off, or shapes:
+on; CUDA sync events on; schedule wait=1 warmup=2 active=5), and times the loop again after it.
+So there is one process per (workload, loop, profiler config): four per workload.
+
+The driver (this script without --one) spawns those processes one after another and merges
+their results into OUT/heldout/{truth.json, measured.json} beside the traces
+<workload>_<sync|async>_<light|shapes>.json.gz. truth.json keeps `unprofiled_sync` and
+`unprofiled_async` (step times of the two processes of that loop, pooled) and adds each trace's
+own truth under `traces`; measured.json keeps the sync loop's energy at the top of each workload
+(as before) and adds `sync` and `async` beside it.
 
 Reads NVML only (energy, clocks, power): it never sets clocks, power limits or modes.
-Usage: python3 bench/h200/record_workloads.py OUT_DIR [WORKLOAD,...]
+Usage: python3 bench/h200/record_workloads.py OUT_DIR [WORKLOAD,...] [--seconds 6]
+  The second held-out set (data/h200_heldout2) is `gpt_small_train,resnet_small_train,lstm_lm_train`.
 """
+import argparse
 import ctypes
 import gzip
 import json
 import os
 import shutil
 import statistics
+import subprocess
 import sys
 import time
 
@@ -30,6 +38,8 @@ import torch
 import torch.nn as nn
 
 DEV = torch.device("cuda", 0)
+MODES, CONFIGS = ("sync", "async"), ("light", "shapes")
+CHUNK = 10  # steps per synchronize in the run-ahead loop
 
 
 # ---------------------------------------------------------------- NVML, getters only
@@ -201,32 +211,34 @@ def lstm_lm_train():
 
 
 WORKLOADS = {"mlp_small_train": mlp_small_train, "bert_infer": bert_infer, "cnn_dataload_train": cnn_dataload_train,
-             # a second held-out set (data/h200_heldout2), recorded 2026-11-30
+             # the second held-out set (data/h200_heldout2)
              "gpt_small_train": gpt_small_train, "resnet_small_train": resnet_small_train,
              "lstm_lm_train": lstm_lm_train}
 
 
-# ---------------------------------------------------------------- measurement
-def time_sync(step, n):
-    times = []
-    for _ in range(n):
-        t0 = time.perf_counter()
-        step()
-        torch.cuda.synchronize()
-        times.append(time.perf_counter() - t0)
-    return times
-
-
-def time_async(step, chunks, per_chunk=10):
-    times = []
+# ---------------------------------------------------------------- one process: one loop, one trace
+def run_loop(step, mode, seconds, nvml=None):
+    """Runs the `mode` loop for >= `seconds` (whole units: a step in `sync`, CHUNK steps in `async`,
+    each ended by a synchronize). Returns the step times (s) and, with nvml, the energy window."""
+    per_unit = 1 if mode == "sync" else CHUNK
     torch.cuda.synchronize()
-    for _ in range(chunks):
-        t0 = time.perf_counter()
-        for _ in range(per_chunk):
+    e0 = nvml.energy_mj() if nvml else 0
+    t0 = time.perf_counter()
+    times = []
+    while time.perf_counter() - t0 < seconds or len(times) < 3:
+        s = time.perf_counter()
+        for _ in range(per_unit):
             step()
         torch.cuda.synchronize()
-        times.append((time.perf_counter() - t0) / per_chunk)
-    return times
+        times.append((time.perf_counter() - s) / per_unit)
+    wall = time.perf_counter() - t0
+    if not nvml:
+        return times, None
+    energy_j = (nvml.energy_mj() - e0) / 1000.0
+    iters = len(times) * per_unit
+    return times, {"loop": mode, "iters": iters, "wall_s": wall, "iter_median_s": statistics.median(times),
+                   "energy_j": energy_j, "energy_per_iter_j": energy_j / iters, "avg_power_w": energy_j / wall,
+                   "end_state": {"power_mw": nvml.power_mw(), "sm_mhz": nvml.sm_mhz()}}
 
 
 def summary(times):
@@ -234,24 +246,7 @@ def summary(times):
     return {"median_s": statistics.median(times), "p10_s": q[0], "p90_s": q[-1], "n": len(times)}
 
 
-def energy_run(step, nvml, seconds=8.0):
-    torch.cuda.synchronize()
-    e0, t0 = nvml.energy_mj(), time.perf_counter()
-    iters, times = 0, []
-    while time.perf_counter() - t0 < seconds:
-        s = time.perf_counter()
-        step()
-        torch.cuda.synchronize()
-        times.append(time.perf_counter() - s)
-        iters += 1
-    wall = time.perf_counter() - t0
-    energy_j = (nvml.energy_mj() - e0) / 1000.0
-    return {"iters": iters, "wall_s": wall, "iter_median_s": statistics.median(times), "energy_j": energy_j,
-            "energy_per_iter_j": energy_j / iters, "avg_power_w": energy_j / wall,
-            "end_state": {"power_mw": nvml.power_mw(), "sm_mhz": nvml.sm_mhz()}}
-
-
-def traced(step, path, mode, shapes):
+def trace(step, path, mode, shapes):
     from torch.profiler import ProfilerActivity, profile, schedule
     cfg = torch._C._profiler._ExperimentalConfig(enable_cuda_sync_events=True)
     with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA], record_shapes=shapes,
@@ -271,44 +266,103 @@ def traced(step, path, mode, shapes):
     return size
 
 
-def main():
-    out = os.path.join(sys.argv[1], "heldout")
-    os.makedirs(out, exist_ok=True)
+def record_one(args):
+    """Child process: truth and energy of one loop without the profiler, then its trace, then the
+    loop again. Writes its result (with the raw step times, for pooling) to args.part."""
     nvml = Nvml()
-    truth = {"about": "Held-out workloads recorded by bench/h200/record_workloads.py, same protocol as "
-                      "../shared/traces/h200/overhead/truth.json: unprofiled_sync = per-step median with "
-                      "torch.cuda.synchronize() after every step; unprofiled_async = median of (10-step chunk "
-                      "time / 10); traces with the PyTorch profiler (light: record_shapes off; shapes: on; "
-                      "cuda sync events on); *_after_profiling measured after the profiled runs. Seconds.",
-             "torch": torch.__version__, "device": torch.cuda.get_device_name(0)}
-    measured = {"about": "Energy per iteration at the default clocks over >= 8 s of sync steps, NVML total "
-                         "energy counter (read only); same fields as ../shared/traces/h200/measured.json.",
-                "torch": torch.__version__, "device": torch.cuda.get_device_name(0), "workloads": {}}
-    only = sys.argv[2].split(",") if len(sys.argv) > 2 else list(WORKLOADS)
-    for name in only:
+    step = WORKLOADS[args.workload]()
+    run_loop(step, args.mode, args.warmup_s)  # warm up: autotuning, allocator, loader workers
+    times, energy = run_loop(step, args.mode, args.seconds, nvml)
+    path = os.path.join(args.out, f"{args.workload}_{args.mode}_{args.config}.json.gz")
+    size = trace(step, path, args.mode, args.config == "shapes")
+    after, _ = run_loop(step, args.mode, args.after_s)
+    with open(args.part, "w") as f:
+        json.dump({"times": times, "after": after, "energy": energy, "trace_bytes": size,
+                   "torch": torch.__version__, "device": torch.cuda.get_device_name(0)}, f)
+
+
+# ---------------------------------------------------------------- driver: spawn, merge
+def pooled_energy(parts):
+    """Energy of several processes' windows of one loop: sums over the windows."""
+    e = sum(p["energy"]["energy_j"] for p in parts)
+    n = sum(p["energy"]["iters"] for p in parts)
+    wall = sum(p["energy"]["wall_s"] for p in parts)
+    return {"loop": parts[0]["energy"]["loop"], "iters": n, "wall_s": wall,
+            "iter_median_s": statistics.median([t for p in parts for t in p["times"]]), "energy_j": e,
+            "energy_per_iter_j": e / n, "avg_power_w": e / wall, "end_state": parts[-1]["energy"]["end_state"],
+            "processes": len(parts)}
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("out", help="output folder (files go to OUT/heldout)")
+    ap.add_argument("workloads", nargs="?", default=",".join(WORKLOADS), help="comma-separated")
+    ap.add_argument("--seconds", type=float, default=6.0, help="unprofiled measured window per process")
+    ap.add_argument("--warmup-s", type=float, default=1.0, help="warm-up of the loop before it")
+    ap.add_argument("--after-s", type=float, default=1.5, help="unprofiled timing after the trace")
+    ap.add_argument("--one", nargs=3, metavar=("WORKLOAD", "MODE", "CONFIG"), help=argparse.SUPPRESS)
+    ap.add_argument("--part", help=argparse.SUPPRESS)
+    args = ap.parse_args()
+    out = os.path.join(args.out, "heldout")
+    os.makedirs(out, exist_ok=True)
+    if args.one:
+        args.workload, args.mode, args.config = args.one
+        args.out = out
+        return record_one(args)
+
+    protocol = (f"one fresh process per trace (never started the profiler before): warm-up {args.warmup_s} s, "
+                f"then >= {args.seconds} s of the same loop as the trace without the profiler (step times and "
+                f"NVML energy from this window), then the trace, then {args.after_s} s of the loop again")
+    truth = {"about": "Held-out workloads recorded by bench/h200/record_workloads.py. " + protocol + ". "
+                      "unprofiled_sync = per-step median, torch.cuda.synchronize() after every step; "
+                      "unprofiled_async = median of (10-step chunk time / 10), one synchronize per 10 steps "
+                      "(run-ahead); both pooled over the two processes of that loop (light, shapes). "
+                      "traces.<loop>_<config>: the truth of that trace's own process. *_after_profiling: the "
+                      "same loop timed after the trace, in the same process. Traces: PyTorch profiler, light = "
+                      "record_shapes off, shapes = on, cuda sync events on. Seconds.",
+             "torch": torch.__version__, "device": None}
+    measured = {"about": "Energy per iteration at the default clocks, NVML total energy counter (read only), "
+                         "over >= %g s of the unprofiled loop in each trace's own process, before its trace "
+                         "(energy / iterations; includes the idle time inside the loop). Top-level fields of a "
+                         "workload: the sync loop (synchronize after every step), pooled over its two processes, "
+                         "same fields as ../shared/traces/h200/measured.json; `sync` repeats them, `async` is the "
+                         "run-ahead loop (one synchronize per 10 steps); `loop` names the loop." % args.seconds,
+                "torch": torch.__version__, "device": None, "workloads": {}}
+    for name in args.workloads.split(","):
         t_start = time.perf_counter()
-        step = WORKLOADS[name]()
-        time_sync(step, 30)  # warm up (autotuning, allocator, loader workers)
-        rec = {"unprofiled_sync": summary(time_sync(step, 150)),
-               "unprofiled_async": summary(time_async(step, 15))}
-        measured["workloads"][name] = energy_run(step, nvml)
-        for mode in ("sync", "async"):
-            for cfg in ("light", "shapes"):
-                path = os.path.join(out, f"{name}_{mode}_{cfg}.json.gz")
-                rec[f"trace_{mode}_{cfg}_bytes"] = traced(step, path, mode, cfg == "shapes")
-        rec["unprofiled_sync_after_profiling"] = summary(time_sync(step, 150))
-        rec["unprofiled_async_after_profiling"] = summary(time_async(step, 15))
+        parts = {}
+        for mode in MODES:
+            for cfg in CONFIGS:
+                part = os.path.join(args.out, f".part_{name}_{mode}_{cfg}.json")
+                subprocess.run([sys.executable, os.path.abspath(__file__), args.out, "--one", name, mode, cfg,
+                                "--part", part, "--seconds", str(args.seconds), "--warmup-s", str(args.warmup_s),
+                                "--after-s", str(args.after_s)], check=True)
+                with open(part) as f:
+                    parts[mode, cfg] = json.load(f)
+                os.remove(part)
+        rec, energy = {}, {}
+        for mode in MODES:
+            both = [parts[mode, cfg] for cfg in CONFIGS]
+            rec[f"unprofiled_{mode}"] = summary([t for p in both for t in p["times"]])
+            rec[f"unprofiled_{mode}_after_profiling"] = summary([t for p in both for t in p["after"]])
+            energy[mode] = pooled_energy(both)
+        rec["traces"] = {f"{mode}_{cfg}": {"unprofiled": summary(p["times"]), "after_profiling": summary(p["after"]),
+                                            "energy_per_iter_j": p["energy"]["energy_per_iter_j"],
+                                            "avg_power_w": p["energy"]["avg_power_w"], "trace_bytes": p["trace_bytes"]}
+                         for (mode, cfg), p in parts.items()}
         truth[name] = rec
-        print(f"{name}: sync {rec['unprofiled_sync']['median_s'] * 1e3:.2f} ms, async "
-              f"{rec['unprofiled_async']['median_s'] * 1e3:.2f} ms, "
-              f"{measured['workloads'][name]['energy_per_iter_j']:.2f} J/iter, "
-              f"{time.perf_counter() - t_start:.0f} s", flush=True)
-        del step
-        torch.cuda.empty_cache()
-    with open(os.path.join(out, "truth.json"), "w") as f:
-        json.dump(truth, f, indent=1)
-    with open(os.path.join(out, "measured.json"), "w") as f:
-        json.dump(measured, f, indent=1)
+        truth["device"] = measured["device"] = parts["sync", "light"]["device"]  # the driver stays off the GPU
+        measured["workloads"][name] = {**energy["sync"], **energy}
+        print(f"{name}: sync {rec['unprofiled_sync']['median_s'] * 1e3:.2f} ms "
+              f"{energy['sync']['energy_per_iter_j']:.3f} J/iter, async {rec['unprofiled_async']['median_s'] * 1e3:.2f} ms "
+              f"{energy['async']['energy_per_iter_j']:.3f} J/iter; per trace " +
+              ", ".join(f"{k} {v['unprofiled']['median_s'] * 1e3:.2f}->{v['after_profiling']['median_s'] * 1e3:.2f} ms"
+                        for k, v in rec["traces"].items()) + f"; {time.perf_counter() - t_start:.0f} s", flush=True)
+        # written after every workload, so a cut-off run keeps what it finished
+        with open(os.path.join(out, "truth.json"), "w") as f:
+            json.dump(truth, f, indent=1)
+        with open(os.path.join(out, "measured.json"), "w") as f:
+            json.dump(measured, f, indent=1)
 
 
 if __name__ == "__main__":
