@@ -385,6 +385,22 @@ Result<WhatIfResult> RunWhatIf(const TraceAnalysis& a, const std::vector<ScaleRu
   r.whatif_times = IterationTimes(*a.graph, a.iterations, s);
   r.baseline_ns = a.timeline_ns();
   r.whatif_ns = r.whatif_times[a.steady];
+  auto change = [](TimeNs base, TimeNs changed) {
+    return 100.0 * (static_cast<double>(changed) / static_cast<double>(std::max<TimeNs>(1, base)) - 1.0);
+  };
+  r.change_pct = change(r.baseline_ns, r.whatif_ns);
+  r.change_range_pct = {r.change_pct, r.change_pct};
+  if (a.HasBand()) {
+    // The same rules at both ends of the correction's band: how much the answer rests on it.
+    for (const double factor : {a.overhead.band_lo, a.overhead.band_hi}) {
+      const std::vector<TimeNs> base = BandDurations(a, factor);
+      EMO_ASSIGN_OR_RETURN(std::vector<TimeNs> scaled, ScaledDurations(*a.graph, base, rules, nullptr));
+      const TimeNs b = IterationTimes(*a.graph, a.iterations, Replay(*a.graph, base))[a.steady];
+      const TimeNs w = IterationTimes(*a.graph, a.iterations, Replay(*a.graph, scaled))[a.steady];
+      r.change_range_pct[0] = std::min(r.change_range_pct[0], change(b, w));
+      r.change_range_pct[1] = std::max(r.change_range_pct[1], change(b, w));
+    }
+  }
   return r;
 }
 

@@ -26,8 +26,8 @@ class GraphBuilder {
   // thread that slept in (lo, hi], and the CPU interval nodes that split at a wake-up.
   void ApiCallsByEnd();
   trace::CpuEventId WakerOf(uint32_t thread, TimeNs lo, TimeNs hi) const;
-  // The interval [lo, hi] of `thread` after node `prev`, split at a wake-up when it slept and
-  // another thread woke it. Returns the interval's first node; its last is the newest node.
+  // The interval [lo, hi] of `thread` after node `prev`; when it slept and another thread woke
+  // it, a wake-up whose end the waker's call constrains.
   NodeId AddInterval(uint32_t thread, NodeId prev, TimeNs lo, TimeNs hi);
   // The thread's recorded work before its first API call.
   NodeId AddLeadingInterval(uint32_t thread, TimeNs lo, TimeNs hi);
@@ -72,8 +72,9 @@ class GraphBuilder {
   std::vector<uint32_t> calls_by_end_;                       // API CpuEventIds by end time
   std::vector<TimeNs> call_ends_;                            // parallel to calls_by_end_
   struct Wake {
-    NodeId woken;              // the interval that starts when the thread woke
+    NodeId woken;              // the interval that slept (end constraint) or starts (start constraint)
     trace::CpuEventId waker;   // the other thread's call that woke it
+    Constraint constraint;     // kEndToEnd: an interval that slept; kEndToStart: a thread's first work
   };
   std::vector<Wake> wakes_;
 };

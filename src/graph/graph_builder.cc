@@ -122,8 +122,7 @@ void GraphBuilder::AddNodes() {
         if (g_.nodes_.kind[prev.value()] == NodeKind::kApiCall) {
           const NodeId gap = AddInterval(th, prev, prev_end, s);
           next_on_thread_.emplace(prev.value(), gap.value());
-          // The interval may have been split at a wake-up: the call follows its last part.
-          prev = NodeId(static_cast<uint32_t>(g_.nodes_.size() - 1));
+          prev = gap;
         }
         NodeId api = NewNode(NodeKind::kApiCall, ev, th, s, e);
         AddEdge(prev, api, EdgeKind::kThreadOrder, Constraint::kEndToStart, 0);
@@ -230,11 +229,12 @@ void GraphBuilder::AddStreamOrderEdges() {
 // event (the main thread inside backward() while the autograd engine works; the autograd thread
 // until the forward pass hands it the loss; a thread waiting for a DataLoader batch) resumed
 // when another thread let it. The likeliest waker is the latest API call that ended on another
-// thread while it slept. Such an interval is split at the wake-up: the work before the sleep
-// follows the thread, the work after it starts no earlier than the waker's end (plus the
-// observed wake latency), and both keep their own CPU cost. Every hand-off is an edge in the
-// direction it happened, so shortening either thread's work moves the other. A long quiet span
-// with no waker stays inside one interval: what the thread waited for is not in the trace.
+// thread while it slept. The interval that slept ends no earlier than the waker's end plus the
+// observed gap (an end constraint), its own CPU cost being the work outside the quiet span;
+// a thread's first recorded work starts no earlier than the last call of another thread before
+// it (a start constraint: nothing earlier on the thread holds it). Every hand-off is an edge in
+// the direction it happened, so shortening either thread's work moves the other. A long quiet
+// span with no waker stays CPU time: what the thread waited for is not in the trace.
 void GraphBuilder::ApiCallsByEnd() {
   const auto& cpu = t_.cpu;
   calls_by_end_.clear();
@@ -257,13 +257,9 @@ CpuEventId GraphBuilder::WakerOf(uint32_t thread, TimeNs lo, TimeNs hi) const {
 }
 
 NodeId GraphBuilder::AddInterval(uint32_t thread, NodeId prev, TimeNs lo, TimeNs hi) {
-  const uint32_t ref = g_.nodes_.ref[prev.value()];
-  auto single = [&] {
-    NodeId gap = NewNode(NodeKind::kCpuInterval, ref, thread, lo, hi);
-    AddEdge(prev, gap, EdgeKind::kThreadOrder, Constraint::kEndToStart, 0);
-    return gap;
-  };
-  if (hi - lo < o_.cross_thread_idle_ns) return single();
+  NodeId gap = NewNode(NodeKind::kCpuInterval, g_.nodes_.ref[prev.value()], thread, lo, hi);
+  AddEdge(prev, gap, EdgeKind::kThreadOrder, Constraint::kEndToStart, 0);
+  if (hi - lo < o_.cross_thread_idle_ns) return gap;
   // The longest span inside the interval with no recorded CPU event: where the thread slept.
   const auto& p = points_[thread];
   auto first = std::upper_bound(p.begin(), p.end(), lo);
@@ -278,31 +274,26 @@ NodeId GraphBuilder::AddInterval(uint32_t thread, NodeId prev, TimeNs lo, TimeNs
     before = x;
     if (it == last) break;
   }
-  if (quiet_hi - quiet_lo < o_.cross_thread_idle_ns) return single();  // CPU work, not a wait
+  if (quiet_hi - quiet_lo < o_.cross_thread_idle_ns) return gap;  // CPU work, not a wait
   const CpuEventId waker = WakerOf(thread, quiet_lo, quiet_hi);
-  if (!waker.valid()) return single();
-  NodeId head = prev;
-  if (quiet_lo > lo) {
-    head = NewNode(NodeKind::kCpuInterval, ref, thread, lo, quiet_lo);
-    AddEdge(prev, head, EdgeKind::kThreadOrder, Constraint::kEndToStart, 0);
-  }
-  NodeId woken = NewNode(NodeKind::kCpuInterval, ref, thread, quiet_hi, hi);
-  AddEdge(head, woken, EdgeKind::kThreadOrder, Constraint::kEndToStart, 0);
-  wakes_.push_back({woken, waker});
-  return head == prev ? woken : head;
+  if (!waker.valid()) return gap;
+  wakes_.push_back({gap, waker, Constraint::kEndToEnd});
+  // The interval's own CPU work is what lies outside the quiet span.
+  g_.nodes_.duration[gap.value()] = (hi - lo) - (quiet_hi - quiet_lo);
+  return gap;
 }
 
 NodeId GraphBuilder::AddLeadingInterval(uint32_t thread, TimeNs lo, TimeNs hi) {
   // The thread's first recorded work: it woke at `lo`, after whatever another thread last did.
   NodeId lead = NewNode(NodeKind::kCpuInterval, CpuEventId::Invalid().value(), thread, lo, hi);
   const CpuEventId waker = WakerOf(thread, INT64_MIN, lo);
-  if (waker.valid()) wakes_.push_back({lead, waker});
+  if (waker.valid()) wakes_.push_back({lead, waker, Constraint::kEndToStart});
   return lead;
 }
 
 void GraphBuilder::AddCrossThreadEdges() {
   for (const auto& w : wakes_) {
-    AddEdge(g_.cpu_node_[w.waker.value()], w.woken, EdgeKind::kCrossThread, Constraint::kEndToStart, 0);
+    AddEdge(g_.cpu_node_[w.waker.value()], w.woken, EdgeKind::kCrossThread, w.constraint, 0);
   }
 }
 
@@ -426,7 +417,8 @@ void GraphBuilder::AssignDelays() {
   }
   for (uint32_t v = 0; v < num; ++v) {
     n.is_root[v] = best_start_edge[v] == UINT32_MAX;
-    // A blocking call that waited keeps only its own CPU cost.
+    // A blocking call that waited keeps only its own CPU cost (a cross-thread wait's
+    // interval had its own cost set when its edge was made).
     if (n.kind[v] == NodeKind::kApiCall && best_end_src[v] != INT64_MIN && best_end_src[v] > n.start[v]) {
       n.duration[v] = std::min(n.duration[v], o_.blocking_call_floor_ns);
     }

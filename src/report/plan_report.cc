@@ -38,6 +38,10 @@ std::vector<std::string> Warnings(const opt::PlannedTrace& pt) {
   } else if (pt.device_check.outcome == model::DeviceCheck::Outcome::kUnchecked) {
     w.push_back("device not checked: " + pt.device_check.message);
   }
+  if (!a.iterations.from_marker) {
+    w.push_back("no iteration marker matched (" + a.iterations.regex +
+                "): the whole trace, warm-up included, is planned as one iteration; pass --iteration REGEX");
+  }
   for (const auto& row : a.AllDiagnostics().Rows()) {
     if (row.severity == Severity::kError) {
       w.push_back(fmt::format("trace problem {} x{}: {}", row.name, row.count, row.description));

@@ -142,7 +142,7 @@ TEST(NumbersTest, CriticalPathSpansAStepAcrossThreads) {
 
 // An iteration marker that outlasts the recorded work: the path cannot cover it and says why.
 TEST(NumbersTest, CriticalPathSaysWhereItStops) {
-  const auto path = TempPath("long_marker.json");
+  const auto path = TempPath("long_marker_trace.json");
   Write(path, TinyTrace("101", 50.0, 5000.0));
   const auto j = EmoJson("analyze " + path, "long_marker");
   const auto& cp = j["critical_path"];
@@ -159,9 +159,9 @@ TEST(NumbersTest, CriticalPathSaysWhereItStops) {
 
 // A 0.3 us iteration: nothing about clocks or what-ifs can be said; refused, not "+50 %".
 TEST(NumbersTest, ADegenerateIterationIsRefused) {
-  const auto path = TempPath("tiny.json");
+  const auto path = TempPath("tiny_trace.json");
   Write(path, TinyTrace("100.15", 0.1, 0.3));
-  for (const std::string cmd : {"whatif " + path + " --scale add=2", "optimize " + path + " --device h200"}) {
+  for (const std::string& cmd : {"whatif " + path + " --scale add=2", "optimize " + path + " --device h200"}) {
     const EmoRun r = Emo(cmd);
     EXPECT_EQ(r.exit_code, 1) << cmd << "\n" << r.out;
     EXPECT_NE(r.out.find("under the 10 us"), std::string::npos) << r.out;
@@ -174,7 +174,7 @@ TEST(NumbersTest, ADegenerateIterationIsRefused) {
 // Kernels whose times are not numbers: named, and the error says the trace is damaged, not that
 // the profiler missed CUDA activity.
 TEST(NumbersTest, UnreadableKernelTimesAreNamed) {
-  const auto path = TempPath("bad_times.json");
+  const auto path = TempPath("bad_times_trace.json");
   Write(path, TinyTrace("\"abc\"", 1.0, 20.0));
   const EmoRun r = Emo("analyze " + path);
   EXPECT_EQ(r.exit_code, 1) << r.out;

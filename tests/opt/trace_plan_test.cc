@@ -103,9 +103,18 @@ TEST(TracePlanTest, EveryH200TraceMeetsTheTargetAndBeatsStaticBest) {
                     a->iterations.node_iteration[v] == static_cast<int32_t>(a->steady);
     }
     EXPECT_EQ(ops, steady_ops);
-    auto policy = policy::PolicyJson(*a, *plan);
+    // No predicted power above the board's limit: the iteration runs at the limiter's clock.
+    for (const PlanPoint* pt : {&plan->baseline, &plan->plan, &plan->static_best, &plan->pass_level}) {
+      EXPECT_LE(pt->energy_j / NsToS(pt->time_ns), device->params.power_limit.value());
+    }
+    const double power = plan->baseline.energy_j / NsToS(plan->baseline.time_ns);
+    EXPECT_LE(power, device->cap_power.value() * (1 + 1e-9)) << "default demand " << plan->default_demand_w << " W";
+    EXPECT_EQ(plan->power_capped(*device), plan->default_demand_w > device->cap_power.value());
+    const std::vector<PlannedTrace> planned{{&*a, &*device, *plan, {}, false}};
+    auto policy = policy::PolicyJson(planned);
     EXPECT_EQ(policy["emo_policy_version"], policy::kPolicyVersion);
     EXPECT_EQ(policy["gpus"].size(), 1u);
+    EXPECT_EQ(policy["gpus"][0]["steady_iteration"], a->iterations.iterations[a->steady].name);
     std::cout << std::filesystem::path(path).filename().string() << ": saving "
               << 100.0 * (1.0 - plan->plan.energy_j / plan->baseline.energy_j) << " % (static best "
               << 100.0 * (1.0 - plan->static_best.energy_j / plan->baseline.energy_j) << " %), "

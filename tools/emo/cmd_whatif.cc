@@ -38,12 +38,16 @@ int RunWhatif(const WhatifArgs& args) {
     if (!a.ok()) return Fail("whatif", a.status());
     auto w = analysis::RunWhatIf(*a, rules);
     if (!w.ok()) return Fail("whatif", w.status());
-    double change = 100.0 * (static_cast<double>(w->whatif_ns) / static_cast<double>(std::max<TimeNs>(1, w->baseline_ns)) - 1.0);
+    const double change = w->change_pct;
+    const auto conf = analysis::ConfidenceOf(*a);
     nlohmann::json j;
     j["trace"] = path;
     j["timeline"] = a->corrected() ? "corrected" : "traced";
     j["iteration_time_us"] = {{"baseline", NsToUs(w->baseline_ns)}, {"whatif", NsToUs(w->whatif_ns)}};
     j["change_pct"] = change;
+    j["change_range_pct"] = {w->change_range_pct[0], w->change_range_pct[1]};
+    j["confidence"] = conf.level;
+    j["confidence_note"] = conf.note;
     nlohmann::json rj = nlohmann::json::array();
     for (size_t i = 0; i < rules.size(); ++i) {
       rj.push_back({{"regex", rules[i].regex}, {"factor", rules[i].factor}, {"matched_gpu_ops", w->matched[i]}});
@@ -52,6 +56,10 @@ int RunWhatif(const WhatifArgs& args) {
     if (args.json != "-") {
       fmt::print("{}\n  steady iteration {}: baseline {:.1f} us -> what-if {:.1f} us ({:+.2f} %)\n", path,
                  a->iterations.iterations[a->steady].name, NsToUs(w->baseline_ns), NsToUs(w->whatif_ns), change);
+      if (conf.level == "low") {
+        fmt::print("  timeline confidence low ({}): over its range the change is {:+.2f} to {:+.2f} %\n", conf.note,
+                   w->change_range_pct[0], w->change_range_pct[1]);
+      }
       for (size_t i = 0; i < rules.size(); ++i) {
         fmt::print("  {} x{}: {} matched\n", rules[i].regex, rules[i].factor, Plural(w->matched[i], "GPU op"));
         if (w->matched[i] == 0) fmt::print(stderr, "emo whatif: warning: '{}' matched no GPU op\n", rules[i].regex);

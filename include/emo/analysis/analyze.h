@@ -2,6 +2,7 @@
 // graph, replay, find iterations, slack, the critical path and per-GPU slack windows.
 #pragma once
 
+#include <array>
 #include <map>
 #include <memory>
 #include <optional>
@@ -124,6 +125,10 @@ struct WhatIfResult {
   TimeNs whatif_ns = 0;     // replay with the rules applied
   std::vector<size_t> matched;  // GPU ops matched per rule
   std::vector<TimeNs> whatif_times;  // per iteration
+  // The change (%) at the timeline and at both ends of the overhead correction's band:
+  // {least, most}; equal to the timeline's change when there is no band.
+  double change_pct = 0;
+  std::array<double, 2> change_range_pct{};
 };
 Result<WhatIfResult> RunWhatIf(const TraceAnalysis& a, const std::vector<ScaleRule>& rules);
 
