@@ -35,8 +35,10 @@ class TraceBuilder {
     g.graph_id.push_back(-1);
     g.collective.push_back(trace::CollectiveId::Invalid());
   }
+  // A cuda_sync record; wait_on_stream / record_corr -1 as CUDA >= 12.9 Kineto leaves them,
+  // event_id its wait_on_cuda_event_id (-1: none).
   void Sync(trace::SyncKind kind, int64_t stream, double start_us, double end_us, int64_t corr,
-            int64_t wait_on_stream = -1, int64_t record_corr = -1) {
+            int64_t wait_on_stream = -1, int64_t record_corr = -1, int64_t event_id = -1) {
     auto& s = t_.syncs;
     s.kind.push_back(kind);
     s.device.push_back(0);
@@ -46,7 +48,7 @@ class TraceBuilder {
     s.correlation.push_back(corr);
     s.wait_on_stream.push_back(wait_on_stream);
     s.wait_on_record_corr.push_back(record_corr);
-    s.event_id.push_back(1);
+    s.event_id.push_back(event_id);
   }
   trace::Trace Build() {
     t_.Finalize();

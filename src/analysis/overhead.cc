@@ -520,7 +520,10 @@ Result<OverheadCalibration> LoadOverheadCalibration(const std::string& path) {
     return ParseError(path + ": not an overhead calibration (" + why + "); write one with `emo calibrate-overhead --json`");
   };
   if (j.is_discarded() || !j.is_object()) return bad("not a JSON object");
-  if (j.value("format", "") != "emo-overhead-calibration-1") return bad("\"format\" is not emo-overhead-calibration-1");
+  // Type checks before every access: nlohmann's value()/get() throw on a mismatch.
+  if (!j.contains("format") || !j["format"].is_string() || j["format"] != "emo-overhead-calibration-1") {
+    return bad("\"format\" is not emo-overhead-calibration-1");
+  }
   if (!j.contains("reference_ns") || !j["reference_ns"].is_object()) return bad("no \"reference_ns\" object");
   if (!j.contains("ratio") || !j["ratio"].is_object()) return bad("no \"ratio\" object");
   OverheadCalibration c;

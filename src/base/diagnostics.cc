@@ -22,8 +22,7 @@ constexpr std::array<DiagnosticSpec, static_cast<size_t>(Diag::kCount)> kDiagnos
     {Diag::kPythonFunctionIgnored, "python_function_ignored", Severity::kInfo,
      "python_function events (with_stack) are not graph nodes"},
     {Diag::kCudaEventIgnored, "cuda_event_ignored", Severity::kInfo,
-     "cuda_event records (cudaEventRecord completion markers, Kineto >= 2025-11) are not used "
-     "yet; counted and skipped"},
+     "cuda_event record (Kineto >= 2025-11) without event_id, correlation or device; skipped"},
     {Diag::kGpuOpMissingStream, "gpu_op_missing_stream", Severity::kError,
      "GPU op without args.device/args.stream; skipped"},
     {Diag::kGpuOpMissingCorrelation, "gpu_op_missing_correlation", Severity::kWarning,
@@ -42,8 +41,15 @@ constexpr std::array<DiagnosticSpec, static_cast<size_t>(Diag::kCount)> kDiagnos
      "cuda_sync wait with wait_on_stream = -1 (CUDA >= 12.9 Kineto); fallback rules used"},
     {Diag::kWaitEdgeExact, "wait_edge_exact", Severity::kInfo,
      "cross-stream edge from resolved wait_on_stream / record correlation"},
+    {Diag::kWaitEdgeEventId, "wait_edge_event_id", Severity::kInfo,
+     "unresolved wait paired by its event id with the cuda_event record of that id (its "
+     "cudaEventRecord call and recorded stream)"},
+    {Diag::kWaitEdgeEventIdRepeat, "wait_edge_event_id_repeat", Severity::kInfo,
+     "unresolved wait on the event id of an earlier wait of its thread, no cudaEventRecord "
+     "called between: the same record"},
     {Diag::kWaitEdgeRecordPair, "wait_edge_record_pair", Severity::kInfo,
-     "fallback (a): wait paired with the preceding cudaEventRecord on the same thread"},
+     "fallback (a): no record carries an event id; wait paired with the cudaEventRecord calls "
+     "before it on the same thread, first in first out"},
     {Diag::kWaitEdgeLastLaunch, "wait_edge_last_launch", Severity::kInfo,
      "fallback (a'): source = last op launched on another stream before the wait"},
     {Diag::kWaitEdgeNone, "wait_edge_none", Severity::kWarning,

@@ -1,9 +1,12 @@
 // Internal state shared by the graph builder's rule files (not a public header).
 #pragma once
 
+#include <map>
 #include <string>
 #include <string_view>
 #include <unordered_map>
+#include <unordered_set>
+#include <utility>
 #include <vector>
 
 #include "emo/graph/graph.h"
@@ -40,8 +43,26 @@ class GraphBuilder {
   void AddEdge(NodeId src, NodeId dst, EdgeKind kind, Constraint c, TimeNs min_delay);
 
   // sync_rules.cc
+  // A cudaEventRecord that a wait consumes: when it was called and, when the trace says, the
+  // stream it recorded (-1: the last op launched before it on another stream stands in).
+  struct EventRecord {
+    TimeNs time = -1;
+    int64_t stream = -1;
+  };
   void AddSyncEdges();
   void AddStreamWaitEdges(uint32_t sync_row);
+  // The record an unresolved Stream Wait Event row consumes, and the rule that found it.
+  EventRecord FindWaitRecord(uint32_t sync_row, TimeNs wait_time, trace::CpuEventId wait_call,
+                             Diag* rule);
+  // Record found by FIFO among the cudaEventRecord calls before the wait on its thread.
+  EventRecord FifoRecord(const std::vector<uint32_t>& calls,
+                         std::vector<uint32_t>::const_iterator pos) const;
+  // The cuda_event row of (device, event id) with the largest correlation below `correlation`
+  // (Kineto's own pairing), or -1.
+  int64_t CudaEventBefore(int32_t device, int64_t event_id, int64_t correlation) const;
+  // The start of the API call with that correlation, or `fallback` when it is not in the trace.
+  TimeNs CallTime(int64_t correlation, TimeNs fallback) const;
+  trace::StreamId StreamOn(int32_t device, int64_t stream) const;
   void AddHostSyncEdgesFromRecords();
   void AddHostSyncEdgesFromCalls();
   // Adds a host-sync edge op -> call when consistent with the measured run; returns whether added.
@@ -77,6 +98,17 @@ class GraphBuilder {
     Constraint constraint;     // kEndToEnd: an interval that slept; kEndToStart: a thread's first work
   };
   std::vector<Wake> wakes_;
+
+  // Event-wait pairing state (sync_rules.cc).
+  std::map<std::pair<int32_t, int64_t>, std::vector<uint32_t>> cuda_events_by_id_;  // by corr
+  std::vector<std::vector<uint32_t>> records_before_;  // by thread, parallel to thread_api_:
+                                                       // cudaEventRecord calls before each call
+  struct IdWait {
+    uint32_t records_before = 0;  // records the thread had called by that wait
+    EventRecord record;           // what it consumed
+  };
+  std::map<std::pair<uint32_t, int64_t>, IdWait> last_wait_by_id_;  // (thread, event id)
+  std::unordered_set<uint32_t> repeat_waits_;  // wait calls that consumed no new record
 };
 
 }  // namespace emo::graph

@@ -9,6 +9,7 @@
 #include <fmt/format.h>
 
 #include "emo/base/file.h"
+#include "emo/base/json_read.h"
 
 #ifndef EMO_DEFAULT_DEVICES_DIR
 #define EMO_DEFAULT_DEVICES_DIR "devices"
@@ -19,48 +20,60 @@ namespace {
 
 using nlohmann::json;
 
-// Reads a sourced number at `key` of `obj` into `out`, recording its provenance under `field`.
+// "classes.compute" for "classes.compute.comp_share"; "" for a top-level field.
+std::string ParentPath(const std::string& field) {
+  const size_t dot = field.rfind('.');
+  return dot == std::string::npos ? std::string() : field.substr(0, dot);
+}
+
+// Reads a sourced number at `key` of `obj` into `out`, recording its provenance under `field`
+// (the field path of obj's member `key`, used in errors and as the provenance key). Every type
+// is checked: a malformed file is a ParseError naming the file and the field, never a throw.
 class FieldReader {
  public:
   FieldReader(DeviceModel& dev, const std::string& path) : dev_(dev), path_(path) {}
 
   Status Number(const json& obj, const std::string& key, const std::string& field, double& out,
                 bool required = true) {
-    if (!obj.is_object() || !obj.contains(key)) {
+    const JsonField parent(obj, path_, ParentPath(field));
+    EMO_RETURN_IF_ERROR(parent.ExpectObject());
+    if (!parent.Has(key)) {
       if (!required) return Status::Ok();
-      return ParseError(fmt::format("{}: missing '{}'", path_, field));
+      return JsonField(obj, path_, field).Error("missing");
     }
-    const json& v = obj.at(key);
-    if (!v.is_object() || !v.contains("value") || !v.at("value").is_number()) {
-      return ParseError(fmt::format(
-          "{}: '{}' must be an object {{\"value\": number, \"source\": \"...\"}}", path_, field));
+    const JsonField v(*obj.find(key), path_, field);
+    if (!v.IsObject()) {
+      return v.Error(fmt::format(
+          "expected an object {{\"value\": number, \"source\": \"...\"}}, got {}",
+          JsonTypeName(v.json())));
     }
-    out = v.at("value").get<double>();
-    return Record(v, field);
+    EMO_ASSIGN_OR_RETURN(const JsonField value, v.Get("value"));
+    EMO_ASSIGN_OR_RETURN(out, value.Number());
+    return Record(v.json(), field);
   }
 
-  Status Record(const json& v, const std::string& field) {
+  Status Record(const json& obj, const std::string& field) {
+    const JsonField v(obj, path_, field);
+    EMO_RETURN_IF_ERROR(v.ExpectObject());
     Provenance p;
-    if (!v.contains("source") || !v.at("source").is_string() ||
-        v.at("source").get<std::string>().empty()) {
-      return ParseError(
-          fmt::format("{}: '{}' has no source: every number in a device file says "
-                      "where it comes from",
-                      path_, field));
+    if (!v.Has("source")) {
+      return v.Error("has no source: every number in a device file says where it comes from");
     }
-    p.source = v.at("source").get<std::string>();
-    if (v.contains("assumption")) {
-      if (!v.at("assumption").is_boolean()) {
-        return ParseError(fmt::format("{}: '{}.assumption' must be true or false", path_, field));
-      }
-      p.assumption = v.at("assumption").get<bool>();
+    EMO_ASSIGN_OR_RETURN(const JsonField source, v.Get("source"));
+    EMO_ASSIGN_OR_RETURN(p.source, source.String());
+    if (p.source.empty()) {
+      return source.Error("empty: every number in a device file says where it comes from");
     }
-    if (v.contains("reasoning") && v.at("reasoning").is_string()) {
-      p.reasoning = v.at("reasoning").get<std::string>();
+    if (v.Has("assumption")) {
+      EMO_ASSIGN_OR_RETURN(const JsonField assumption, v.Get("assumption"));
+      EMO_ASSIGN_OR_RETURN(p.assumption, assumption.Bool());
+    }
+    if (v.Has("reasoning")) {
+      EMO_ASSIGN_OR_RETURN(const JsonField reasoning, v.Get("reasoning"));
+      EMO_ASSIGN_OR_RETURN(p.reasoning, reasoning.String());
     }
     if (p.assumption && p.reasoning.empty()) {
-      return ParseError(
-          fmt::format("{}: '{}' is marked as an assumption but gives no reasoning", path_, field));
+      return v.Error("is marked as an assumption but gives no reasoning");
     }
     dev_.assumptions += p.assumption ? 1 : 0;
     dev_.provenance[field] = std::move(p);
@@ -72,40 +85,56 @@ class FieldReader {
   const std::string& path_;
 };
 
-Status ReadClocks(const json& j, const std::string& path, FieldReader& reader, DeviceModel& dev) {
-  if (!j.contains("clocks_mhz") || !j.at("clocks_mhz").is_object()) {
-    return ParseError(fmt::format("{}: missing 'clocks_mhz' object", path));
-  }
-  const json& c = j.at("clocks_mhz");
+// A clock table longer than this is a typo in min/max/step, not a GPU.
+constexpr double kMaxClocks = 100000;
+
+Status ReadClocks(const JsonField& doc, FieldReader& reader, DeviceModel& dev) {
+  EMO_ASSIGN_OR_RETURN(const JsonField c, doc.Get("clocks_mhz"));
+  EMO_RETURN_IF_ERROR(c.ExpectObject());
   std::vector<double> values;
-  if (c.contains("values")) {
-    if (!c.at("values").is_array()) {
-      return ParseError(fmt::format("{}: 'clocks_mhz.values' must be an array", path));
+  if (c.Has("values")) {
+    EMO_ASSIGN_OR_RETURN(const JsonField list, c.Get("values"));
+    EMO_RETURN_IF_ERROR(list.ExpectArray());
+    EMO_ASSIGN_OR_RETURN(const size_t n, list.Size());
+    for (size_t i = 0; i < n; ++i) {
+      EMO_ASSIGN_OR_RETURN(const JsonField v, list.At(i));
+      EMO_ASSIGN_OR_RETURN(const double f, v.Number());
+      values.push_back(f);
     }
-    for (const json& v : c.at("values")) {
-      if (!v.is_number()) return ParseError(fmt::format("{}: clock values must be numbers", path));
-      values.push_back(v.get<double>());
+  } else if (c.Has("min") && c.Has("max") && c.Has("step")) {
+    auto number = [&c](const char* key) -> Result<double> {
+      EMO_ASSIGN_OR_RETURN(const JsonField v, c.Get(key));
+      return v.Number();
+    };
+    EMO_ASSIGN_OR_RETURN(const double lo, number("min"));
+    EMO_ASSIGN_OR_RETURN(const double hi, number("max"));
+    EMO_ASSIGN_OR_RETURN(const double step, number("step"));
+    if (!(step > 0) || !(hi >= lo)) return c.Error("needs min <= max and step > 0");
+    const double count = std::floor((hi - lo) / step + 1e-9) + 1;
+    if (!(count <= kMaxClocks)) {
+      return c.Error(fmt::format("min {} to max {} in steps of {} is more than {} clocks", lo, hi,
+                                 step, kMaxClocks));
     }
-  } else if (c.contains("min") && c.contains("max") && c.contains("step")) {
-    const double lo = c.at("min").get<double>();
-    const double hi = c.at("max").get<double>();
-    const double step = c.at("step").get<double>();
-    if (!(step > 0) || !(hi >= lo)) {
-      return ParseError(fmt::format("{}: clocks_mhz needs min <= max and step > 0", path));
-    }
-    for (double f = lo; f <= hi + 1e-9; f += step) values.push_back(f);
+    // lo + k * step, not a running sum: a step below lo's precision would never advance it.
+    for (int k = 0; k < static_cast<int>(count); ++k) values.push_back(lo + k * step);
   } else {
-    return ParseError(
-        fmt::format("{}: 'clocks_mhz' needs 'values' or 'min', 'max' and 'step'", path));
+    return c.Error("needs 'values' or 'min', 'max' and 'step'");
   }
-  if (values.empty()) return ParseError(fmt::format("{}: empty clock table", path));
+  if (values.empty()) return c.Error("empty clock table");
   std::sort(values.begin(), values.end());
   values.erase(std::unique(values.begin(), values.end()), values.end());
   for (double f : values) {
-    if (!(f > 0)) return ParseError(fmt::format("{}: clocks must be positive", path));
+    if (!(f > 0)) return c.Error("clocks must be positive");
     dev.clocks.push_back(MegaHertz(f));
   }
-  return reader.Record(c, "clocks_mhz");
+  return reader.Record(c.json(), "clocks_mhz");
+}
+
+// An optional string member, `fallback` when absent.
+Result<std::string> OptionalString(const JsonField& obj, const char* key, std::string fallback) {
+  if (!obj.Has(key)) return fallback;
+  EMO_ASSIGN_OR_RETURN(const JsonField v, obj.Get(key));
+  return v.String();
 }
 
 }  // namespace
@@ -129,23 +158,20 @@ MegaHertz DeviceModel::NearestClock(MegaHertz f) const {
 }
 
 Result<DeviceModel> ParseDevice(const json& j, const std::string& path) {
-  if (!j.is_object()) return ParseError(fmt::format("{}: a device file is a JSON object", path));
-  if (!j.contains("schema") || j.at("schema") != "emo-device/1") {
-    return ParseError(
-        fmt::format("{}: not an EMO device file (expected \"schema\": "
-                    "\"emo-device/1\")",
-                    path));
+  const JsonField doc(j, path);
+  if (!doc.IsObject()) return doc.Error("a device file is a JSON object");
+  if (!doc.Has("schema") || !j.find("schema")->is_string() ||
+      j.find("schema")->get<std::string>() != "emo-device/1") {
+    return doc.Error("not an EMO device file (expected \"schema\": \"emo-device/1\")");
   }
   DeviceModel dev;
   dev.path = path;
   dev.raw = j;
-  dev.name = j.value("name", std::filesystem::path(path).stem().string());
-  dev.gpu = j.value("gpu", std::string());
-  if (j.contains("trace_gpu_regex")) {
-    if (!j.at("trace_gpu_regex").is_string()) {
-      return ParseError(fmt::format("{}: 'trace_gpu_regex' must be a string (a regex on trace GPU names)", path));
-    }
-    dev.trace_gpu_regex = j.at("trace_gpu_regex").get<std::string>();
+  EMO_ASSIGN_OR_RETURN(dev.name,
+                       OptionalString(doc, "name", std::filesystem::path(path).stem().string()));
+  EMO_ASSIGN_OR_RETURN(dev.gpu, OptionalString(doc, "gpu", std::string()));
+  EMO_ASSIGN_OR_RETURN(dev.trace_gpu_regex, OptionalString(doc, "trace_gpu_regex", std::string()));
+  if (!dev.trace_gpu_regex.empty()) {
     try {
       std::regex check(dev.trace_gpu_regex, std::regex::ECMAScript | std::regex::icase);
     } catch (const std::regex_error& e) {
@@ -153,7 +179,7 @@ Result<DeviceModel> ParseDevice(const json& j, const std::string& path) {
     }
   }
   FieldReader reader(dev, path);
-  EMO_RETURN_IF_ERROR(ReadClocks(j, path, reader, dev));
+  EMO_RETURN_IF_ERROR(ReadClocks(doc, reader, dev));
   dev.params.f_max = dev.clocks.back();
 
   double v = 0.0;
@@ -172,28 +198,27 @@ Result<DeviceModel> ParseDevice(const json& j, const std::string& path) {
   dev.idle_power_min_clock = Watts(v);
   EMO_RETURN_IF_ERROR(reader.Number(j, "static_power_w", "static_power_w", v));
   dev.params.static_power = Watts(v);
-  if (!j.contains("voltage")) return ParseError(fmt::format("{}: missing 'voltage'", path));
-  EMO_RETURN_IF_ERROR(reader.Number(j.at("voltage"), "ridge_mhz", "voltage.ridge_mhz", v));
+  EMO_ASSIGN_OR_RETURN(const JsonField voltage, doc.Get("voltage"));
+  EMO_RETURN_IF_ERROR(reader.Number(voltage.json(), "ridge_mhz", "voltage.ridge_mhz", v));
   dev.params.voltage.ridge = MegaHertz(v);
-  EMO_RETURN_IF_ERROR(reader.Number(j.at("voltage"), "slope_per_mhz", "voltage.slope_per_mhz", v));
+  EMO_RETURN_IF_ERROR(
+      reader.Number(voltage.json(), "slope_per_mhz", "voltage.slope_per_mhz", v));
   dev.params.voltage.slope_per_mhz = v;
-  if (!j.contains("classes") || !j.at("classes").is_object()) {
-    return ParseError(fmt::format("{}: missing 'classes' (priors per kernel class)", path));
+  if (!doc.Has("classes")) {
+    return doc.Error("missing 'classes' (priors per kernel class)");
   }
+  EMO_ASSIGN_OR_RETURN(const JsonField classes, doc.Get("classes"));
+  EMO_RETURN_IF_ERROR(classes.ExpectObject());
   for (int i = 0; i < kNumKernelClasses; ++i) {
     const std::string cname(KernelClassName(static_cast<KernelClass>(i)));
-    if (!j.at("classes").contains(cname)) {
-      return ParseError(fmt::format("{}: missing 'classes.{}'", path, cname));
-    }
-    const json& c = j.at("classes").at(cname);
+    EMO_ASSIGN_OR_RETURN(const JsonField c, classes.Get(cname));
     ClassPrior& prior = dev.classes[static_cast<size_t>(i)];
-    EMO_RETURN_IF_ERROR(
-        reader.Number(c, "comp_share", "classes." + cname + ".comp_share", prior.comp_share));
-    EMO_RETURN_IF_ERROR(reader.Number(c, "activity_w_per_mhz",
+    EMO_RETURN_IF_ERROR(reader.Number(c.json(), "comp_share", "classes." + cname + ".comp_share",
+                                      prior.comp_share));
+    EMO_RETURN_IF_ERROR(reader.Number(c.json(), "activity_w_per_mhz",
                                       "classes." + cname + ".activity_w_per_mhz", prior.activity));
     if (prior.comp_share < 0.0 || prior.comp_share > 1.0 || prior.activity < 0.0) {
-      return ParseError(fmt::format(
-          "{}: classes.{}: comp_share must be in [0, 1] and activity >= 0", path, cname));
+      return c.Error("comp_share must be in [0, 1] and activity >= 0");
     }
   }
   EMO_RETURN_IF_ERROR(reader.Number(j, "activity_scale", "activity_scale", dev.activity_scale,
@@ -276,8 +301,7 @@ DeviceCheck CheckProfileClocks(const DeviceModel& device, const std::vector<Mega
 
 Result<DeviceModel> LoadDevice(const std::string& path) {
   EMO_ASSIGN_OR_RETURN(std::string text, ReadFileMaybeGzip(path));
-  json j = json::parse(text, nullptr, /*allow_exceptions=*/false);
-  if (j.is_discarded()) return ParseError(fmt::format("{}: not valid JSON", path));
+  EMO_ASSIGN_OR_RETURN(const json j, ParseJsonText(text, path));
   return ParseDevice(j, path);
 }
 

@@ -66,7 +66,7 @@ inline int64_t SaturatingAdd(int64_t a, int64_t b) {
 struct Args {
   int64_t device, in_device, stream, correlation, external_id, cbid;
   int64_t registers, shared_memory, bytes, graph_id;
-  int64_t wait_on_stream, wait_record_corr, wait_event_id;
+  int64_t wait_on_stream, wait_record_corr, wait_event_id, event_id;
   int64_t in_nelems, out_nelems, group_size, seq, src_rank, dst_rank;
   std::array<int32_t, 3> grid, block;
   std::string_view collective_name, dtype, pg_name, pg_ranks, sync_kind, name;
@@ -75,7 +75,7 @@ struct Args {
   void Reset() {
     device = in_device = stream = correlation = external_id = cbid = kAbsent;
     registers = shared_memory = bytes = graph_id = kAbsent;
-    wait_on_stream = wait_record_corr = wait_event_id = kAbsent;
+    wait_on_stream = wait_record_corr = wait_event_id = event_id = kAbsent;
     in_nelems = out_nelems = group_size = seq = src_rank = dst_rank = kAbsent;
     grid = block = {0, 0, 0};
     collective_name = dtype = pg_name = pg_ranks = sync_kind = name = {};
@@ -126,6 +126,7 @@ class TraceBuilder {
   void AddGpuOp(GpuKind kind, TimeNs start, TimeNs end);
   void AddGpuAnnotation(TimeNs start, TimeNs end);
   void AddSync(TimeNs start, TimeNs end);
+  void AddCudaEvent(TimeNs start, TimeNs end);
   void AddFlow();
   void AddThreadName();
 

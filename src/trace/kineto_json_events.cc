@@ -63,8 +63,7 @@ Cat Classify(std::string_view cat) {
 // Categories whose args EMO never reads: their args are skipped unparsed (python_function
 // events alone can be most of a with_stack trace).
 bool ArgsUnused(Cat c) {
-  return c == Cat::kPythonFunction || c == Cat::kOther || c == Cat::kLaunchFlow ||
-         c == Cat::kCudaEvent;
+  return c == Cat::kPythonFunction || c == Cat::kOther || c == Cat::kLaunchFlow;
 }
 
 int32_t ClampToInt32(int64_t v) {
@@ -257,7 +256,10 @@ simdjson::error_code TraceBuilder::ParseArgs(od::value& v) {
         if (KeyIs(key, "External id")) read_int(&args_.external_id);
         break;
       case 'e':
-        if (KeyIs(key, "external id")) read_int(&args_.external_id);  // 2021 traces
+        if (KeyIs(key, "external id"))
+          read_int(&args_.external_id);  // 2021 traces
+        else if (KeyIs(key, "event_id"))
+          read_int(&args_.event_id);  // cuda_event records
         break;
       case 'r':
         if (KeyIs(key, "registers per thread")) read_int(&args_.registers);
@@ -377,9 +379,6 @@ void TraceBuilder::AddComplete() {
     case Cat::kPythonFunction:
       Count(Diag::kPythonFunctionIgnored);
       return;
-    case Cat::kCudaEvent:
-      Count(Diag::kCudaEventIgnored);
-      return;
     case Cat::kNone:
     case Cat::kOther:
     case Cat::kLaunchFlow:
@@ -432,6 +431,9 @@ void TraceBuilder::AddComplete() {
       break;
     case Cat::kCudaSync:
       AddSync(ts, end);
+      break;
+    case Cat::kCudaEvent:
+      AddCudaEvent(ts, end);
       break;
     default:
       break;
@@ -568,6 +570,21 @@ void TraceBuilder::AddSync(TimeNs start, TimeNs end) {
   if (is_wait && OrMinusOne(args_.wait_on_stream) == -1) Count(Diag::kSyncUnresolved);
   trace_.meta.has_cuda_sync = true;
   max_start_ = std::max(max_start_, start);
+}
+
+void TraceBuilder::AddCudaEvent(TimeNs start, TimeNs end) {
+  if (args_.event_id == kAbsent || args_.correlation == kAbsent || args_.device == kAbsent ||
+      args_.device < 0 || args_.device > std::numeric_limits<int32_t>::max()) {
+    Count(Diag::kCudaEventIgnored);
+    return;
+  }
+  CudaEventTable& t = trace_.cuda_events;
+  t.event_id.push_back(args_.event_id);
+  t.device.push_back(static_cast<int32_t>(args_.device));
+  t.stream.push_back(OrMinusOne(args_.stream));
+  t.correlation.push_back(args_.correlation);
+  t.start.push_back(start);
+  t.end.push_back(end);
 }
 
 void TraceBuilder::AddFlow() {

@@ -17,7 +17,8 @@ namespace emo::trace {
 //    may come after traceEvents and is added at the end so every time is absolute ns;
 //  - GPU ops are placed by args.device/args.stream, never by pid/tid;
 //  - current categories and the 2021 ones (Operator, Runtime, Kernel, Memcpy, Memset);
-//    python_function, cuda_event and unused categories are counted in trace.diagnostics;
+//    cuda_event records (event id, recorded stream, record correlation) go to
+//    trace.cuda_events; python_function and unused categories are counted in trace.diagnostics;
 //  - a malformed event is counted in trace.diagnostics and skipped, never fatal.
 // Read fails (ParseError naming the file) only when the data is not JSON (with the byte
 // offset simdjson reports) or is a JSON value without a traceEvents array.

@@ -83,6 +83,12 @@ void Trace::Finalize() {
     Permute(syncs.wait_on_stream, o); Permute(syncs.wait_on_record_corr, o);
     Permute(syncs.event_id, o);
   }
+  {
+    auto o = SortedOrder(cuda_events);
+    Permute(cuda_events.event_id, o); Permute(cuda_events.device, o);
+    Permute(cuda_events.stream, o); Permute(cuda_events.correlation, o);
+    Permute(cuda_events.start, o); Permute(cuda_events.end, o);
+  }
   std::stable_sort(gpu_annotations.begin(), gpu_annotations.end(),
                    [](const GpuAnnotation& a, const GpuAnnotation& b) { return a.start < b.start; });
 }

@@ -268,6 +268,7 @@ TEST(OverheadCalibrationTest, FileRoundTripsAndBadFilesNameThemselves) {
                            "{\"format\": \"other\", \"reference_ns\": {}, \"ratio\": {}}",
                            "{\"format\": \"emo-overhead-calibration-1\", \"reference_ns\": {\"x\": -1}, \"ratio\": {}}",
                            "{\"format\": \"emo-overhead-calibration-1\", \"reference_ns\": {}, \"ratio\": {\"light\": \"a\"}}",
+                           "{\"format\": 1, \"reference_ns\": {}, \"ratio\": {}}",  // threw before the type check
                            "not json"}) {
     std::ofstream(path) << text;
     auto bad = LoadOverheadCalibration(path);

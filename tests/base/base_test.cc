@@ -2,12 +2,14 @@
 
 #include <cstdio>
 #include <fstream>
+#include <limits>
 
 #include <zlib.h>
 
 #include "emo/base/diagnostics.h"
 #include "emo/base/file.h"
 #include "emo/base/ids.h"
+#include "emo/base/json_read.h"
 #include "emo/base/status.h"
 #include "emo/base/text.h"
 #include "emo/base/units.h"
@@ -53,6 +55,31 @@ TEST(IdsTest, DefaultIsInvalid) {
   Id<Tag> a;
   EXPECT_FALSE(a.valid());
   EXPECT_TRUE(Id<Tag>(3).valid());
+}
+
+TEST(JsonFieldTest, TypedAccessNamesFileAndField) {
+  Result<nlohmann::json> doc = ParseJsonText(R"({"a": {"b": [1, "two", null]}, "s": "x"})", "f.json");
+  ASSERT_TRUE(doc.ok());
+  const JsonField root(*doc, "f.json");
+  Result<JsonField> b = root.Get("a");
+  ASSERT_TRUE(b.ok());
+  b = b->Get("b");
+  ASSERT_TRUE(b.ok());
+  EXPECT_EQ(b->path(), "a.b");
+  EXPECT_EQ(*b->Size(), 3u);
+  EXPECT_EQ(*b->At(0)->Number(), 1.0);
+  EXPECT_EQ(b->At(1)->Number().status().message(), "f.json: a.b[1]: expected a number, got string");
+  EXPECT_EQ(b->At(2)->String().status().message(), "f.json: a.b[2]: expected a string, got null");
+  EXPECT_EQ(b->At(3).status().message(), "f.json: a.b: index 3 past the end (3 elements)");
+  EXPECT_EQ(b->Get("c").status().message(), "f.json: a.b: expected an object, got array");
+  EXPECT_EQ(root.Get("missing").status().message(), "f.json: missing: missing");
+  EXPECT_EQ(*root.Get("s")->String(), "x");
+  EXPECT_EQ(root.Get("s")->Bool().status().message(), "f.json: s: expected true or false, got string");
+  EXPECT_TRUE(root.Has("s"));
+  EXPECT_FALSE(b->Has("s"));  // an array has no members
+  const nlohmann::json inf = std::numeric_limits<double>::infinity();
+  EXPECT_EQ(JsonField(inf, "g.json").Number().status().message(), "g.json: expected a finite number");
+  EXPECT_EQ(ParseJsonText("{", "h.json").status().message(), "h.json: not valid JSON");
 }
 
 TEST(DiagnosticsTest, RowsListNonZeroInOrder) {

@@ -1,7 +1,14 @@
 // Device files: every number has a source; the fitted A100/A40 numbers are what the fit code
 // produces; the H200 file agrees with the measurements it cites.
+#include <unistd.h>
+
 #include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <optional>
 #include <string>
+#include <vector>
 
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
@@ -144,6 +151,154 @@ TEST(DeviceTest, H200AgreesWithTheMeasurementsItCites) {
   EXPECT_TRUE(d.provenance.at("voltage.ridge_mhz").assumption);
   EXPECT_TRUE(d.provenance.at("classes.memory.comp_share").assumption);
   EXPECT_FALSE(d.provenance.at("power_limit_w").assumption);
+}
+
+// Malformed device files: every one is a ParseError naming the file and the field, and none
+// throws (nlohmann's accessors throw on a type mismatch; the loader must check first).
+struct Malformed {
+  const char* what;
+  std::function<void(json&)> edit;
+  const char* message;  // expected in the error, after "devices/bad.json: "
+};
+
+json H200Json() {
+  Result<std::string> text = ReadFileMaybeGzip(DevicesDir() + "/h200.json");
+  EXPECT_TRUE(text.ok());
+  return text.ok() ? json::parse(*text) : json();
+}
+
+TEST(DeviceFileTest, MalformedFilesAreClearErrorsNotExceptions) {
+  const json good = H200Json();
+  ASSERT_TRUE(ParseDevice(good, "devices/h200.json").ok());
+  const std::vector<Malformed> cases = {
+      {"name not a string", [](json& j) { j["name"] = 5; }, "name: expected a string, got number"},
+      {"gpu not a string", [](json& j) { j["gpu"] = json::array({"H200"}); },
+       "gpu: expected a string, got array"},
+      {"clock value a string", [](json& j) { j["clocks_mhz"]["values"][3] = "1000"; },
+       "clocks_mhz.values[3]: expected a number, got string"},
+      {"clock list an object", [](json& j) { j["clocks_mhz"]["values"] = json::object(); },
+       "clocks_mhz.values: expected an array, got object"},
+      {"clock range bound a string",
+       [](json& j) {
+         j["clocks_mhz"].erase("values");
+         j["clocks_mhz"]["min"] = "345";
+         j["clocks_mhz"]["max"] = 1980;
+         j["clocks_mhz"]["step"] = 15;
+       },
+       "clocks_mhz.min: expected a number, got string"},
+      {"clocks not an object", [](json& j) { j["clocks_mhz"] = json::array({1000, 1500}); },
+       "clocks_mhz: expected an object, got array"},
+      {"clocks missing", [](json& j) { j.erase("clocks_mhz"); }, "clocks_mhz: missing"},
+      {"number without its object", [](json& j) { j["power_limit_w"] = 700; },
+       "power_limit_w: expected an object {\"value\": number, \"source\": \"...\"}, got number"},
+      {"NaN-like string value", [](json& j) { j["idle_power_w"]["value"] = "NaN"; },
+       "idle_power_w.value: expected a number, got string"},
+      {"NaN value (a document built in code)",
+       [](json& j) { j["idle_power_w"]["value"] = std::nan(""); },
+       "idle_power_w.value: expected a finite number"},
+      {"null value", [](json& j) { j["static_power_w"]["value"] = nullptr; },
+       "static_power_w.value: expected a number, got null"},
+      {"required number missing", [](json& j) { j.erase("power_limit_w"); },
+       "power_limit_w: missing"},
+      {"source not a string", [](json& j) { j["idle_power_w"]["source"] = 5; },
+       "idle_power_w.source: expected a string, got number"},
+      {"assumption not a boolean", [](json& j) { j["voltage"]["ridge_mhz"]["assumption"] = "yes"; },
+       "voltage.ridge_mhz.assumption: expected true or false, got string"},
+      {"reasoning not a string", [](json& j) { j["voltage"]["ridge_mhz"]["reasoning"] = 1; },
+       "voltage.ridge_mhz.reasoning: expected a string, got number"},
+      {"voltage not an object", [](json& j) { j["voltage"] = 7; },
+       "voltage: expected an object, got number"},
+      {"class not an object", [](json& j) { j["classes"]["compute"] = "fast"; },
+       "classes.compute: expected an object, got string"},
+      {"classes not an object", [](json& j) { j["classes"] = json::array(); },
+       "classes: expected an object, got array"},
+      {"class missing", [](json& j) { j["classes"].erase("memory"); }, "classes.memory: missing"},
+      {"class number a boolean", [](json& j) { j["classes"]["memory"]["comp_share"]["value"] = true; },
+       "classes.memory.comp_share.value: expected a number, got boolean"},
+  };
+  for (const Malformed& c : cases) {
+    SCOPED_TRACE(c.what);
+    json j = good;
+    c.edit(j);
+    std::optional<Result<DeviceModel>> r;
+    EXPECT_NO_THROW(r.emplace(ParseDevice(j, "devices/bad.json")));
+    ASSERT_TRUE(r.has_value());
+    ASSERT_FALSE(r->ok());
+    EXPECT_EQ(r->status().code(), StatusCode::kParseError);
+    EXPECT_EQ(r->status().message(), std::string("devices/bad.json: ") + c.message);
+  }
+  // Not an object at all.
+  for (const json& j : {json::array({1, 2}), json("h200"), json(nullptr), json(3.5)}) {
+    std::optional<Result<DeviceModel>> r;
+    EXPECT_NO_THROW(r.emplace(ParseDevice(j, "devices/bad.json")));
+    ASSERT_TRUE(r.has_value());
+    ASSERT_FALSE(r->ok());
+    EXPECT_EQ(r->status().message(), "devices/bad.json: a device file is a JSON object");
+  }
+  json schema = good;
+  schema["schema"] = 1;
+  std::optional<Result<DeviceModel>> r;
+  EXPECT_NO_THROW(r.emplace(ParseDevice(schema, "devices/bad.json")));
+  ASSERT_TRUE(r.has_value());
+  EXPECT_FALSE(r->ok());
+}
+
+// A clock range longer than any GPU's table is refused before the loader builds it.
+TEST(DeviceFileTest, AnEndlessClockRangeIsRefused) {
+  json j = H200Json();
+  j["clocks_mhz"].erase("values");
+  j["clocks_mhz"]["min"] = 1;
+  j["clocks_mhz"]["max"] = 1e12;
+  j["clocks_mhz"]["step"] = 1e-3;
+  Result<DeviceModel> r = ParseDevice(j, "devices/bad.json");
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("devices/bad.json: clocks_mhz: "), std::string::npos)
+      << r.status().message();
+}
+
+// From a file: the message names the file; text that is not JSON, or a number too large for
+// a double, is refused the same way.
+TEST(DeviceFileTest, MalformedFileOnDiskNamesTheFile) {
+  const std::string dir =
+      (std::filesystem::temp_directory_path() / ("emo_device_test_" + std::to_string(::getpid())))
+          .string();
+  std::filesystem::create_directories(dir);
+  auto load = [&](const std::string& name, const std::string& text) {
+    const std::string path = dir + "/" + name;
+    std::ofstream(path) << text;
+    std::optional<Result<DeviceModel>> r;
+    EXPECT_NO_THROW(r.emplace(LoadDevice(path)));
+    EXPECT_TRUE(r.has_value());
+    return r.has_value() ? *r : Result<DeviceModel>(Internal("threw"));
+  };
+  std::string text = H200Json().dump(2);
+  Result<DeviceModel> ok = load("good.json", text);
+  EXPECT_TRUE(ok.ok()) << ok.status().ToString();
+
+  json j = H200Json();
+  j["clocks_mhz"]["values"][0] = "345 MHz";
+  Result<DeviceModel> bad = load("typed.json", j.dump(2));
+  ASSERT_FALSE(bad.ok());
+  EXPECT_EQ(bad.status().message(),
+            dir + "/typed.json: clocks_mhz.values[0]: expected a number, got string");
+
+  Result<DeviceModel> not_json = load("broken.json", "{\"schema\": \"emo-device/1\", ");
+  ASSERT_FALSE(not_json.ok());
+  EXPECT_EQ(not_json.status().message(), dir + "/broken.json: not valid JSON");
+
+  // 1e999 overflows a double: nlohmann's parser refuses it (never an inf in the model).
+  j = H200Json();
+  text = j.dump(2);
+  const size_t at = text.find("\"power_limit_w\"");
+  ASSERT_NE(at, std::string::npos);
+  const size_t value = text.find("\"value\": ", at);
+  const size_t end = text.find_first_of(",\n}", value + 9);
+  text.replace(value, end - value, "\"value\": 1e999");
+  Result<DeviceModel> huge = load("huge.json", text);
+  ASSERT_FALSE(huge.ok());
+  EXPECT_NE(huge.status().message().find(dir + "/huge.json: "), std::string::npos)
+      << huge.status().message();
+  std::filesystem::remove_all(dir);
 }
 
 }  // namespace

@@ -158,9 +158,16 @@ TEST(KinetoReaderTest, MiniTraceTablesAndMeta) {
   EXPECT_EQ(t.gpu_annotations[0].end, kBase + 50'001);
   EXPECT_EQ(t.gpu_annotations[0].stream, t.gpu.stream[gemm]);
 
+  // cuda_event record (Kineto >= 2025-11): event 2 recorded on stream 7 by correlation 509.
+  ASSERT_EQ(t.cuda_events.size(), 1u);
+  EXPECT_EQ(t.cuda_events.event_id[0], 2);
+  EXPECT_EQ(t.cuda_events.stream[0], 7);
+  EXPECT_EQ(t.cuda_events.correlation[0], 509);
+  EXPECT_EQ(t.cuda_events.device[0], 0);
+
   const Diagnostics& d = t.diagnostics;
   EXPECT_EQ(d.Count(Diag::kPythonFunctionIgnored), 1u);
-  EXPECT_EQ(d.Count(Diag::kCudaEventIgnored), 1u);
+  EXPECT_EQ(d.Count(Diag::kCudaEventIgnored), 0u);
   // overhead, fwdbwd, cpu_instant_event, Trace span, 2 untyped instant markers.
   EXPECT_EQ(d.Count(Diag::kUnknownCategory), 6u);
   EXPECT_EQ(d.Count(Diag::kSyncUnresolved), 1u);
@@ -407,6 +414,22 @@ TEST(KinetoReaderTest, SyncKindFromNameOrArgs) {
   EXPECT_EQ(r->syncs.kind[2], SyncKind::kUnknown);
   EXPECT_EQ(r->syncs.stream[2], -1);
   EXPECT_EQ(r->diagnostics.Count(Diag::kSyncUnresolved), 0u);
+}
+
+TEST(KinetoReaderTest, CudaEventRecordsNeedAnIdACorrelationAndADevice) {
+  auto r = ReadJson(R"js({"traceEvents": [
+    {"ph":"X","cat":"cuda_event","name":"cudaEvent","pid":0,"tid":7,"ts":5,"dur":1,
+     "args":{"event_id":4,"stream":7,"correlation":30,"device":1,"context":1}},
+    {"ph":"X","cat":"cuda_event","name":"cudaEvent","pid":0,"tid":7,"ts":1,"dur":1,
+     "args":{"event_id":3,"stream":7,"correlation":20,"device":0,"context":1}},
+    {"ph":"X","cat":"cuda_event","name":"cudaEvent","pid":0,"tid":7,"ts":6,"dur":1,
+     "args":{"stream":7,"correlation":31,"device":0}}]})js");
+  ASSERT_TRUE(r.ok());
+  ASSERT_EQ(r->cuda_events.size(), 2u);
+  EXPECT_EQ(r->cuda_events.event_id[0], 3);  // sorted by time like every table
+  EXPECT_EQ(r->cuda_events.event_id[1], 4);
+  EXPECT_EQ(r->cuda_events.device[1], 1);
+  EXPECT_EQ(r->diagnostics.Count(Diag::kCudaEventIgnored), 1u);
 }
 
 TEST(KinetoReaderTest, ArgsBeforeCatAreStillRead) {

@@ -22,7 +22,7 @@ enum class Diag : uint16_t {
   kGpuOpDropped,              // a kernel/memcpy/memset event dropped: missing or unreadable ts/dur
   kUnknownCategory,           // cat not handled (counted, ignored)
   kPythonFunctionIgnored,     // python_function events (with_stack) are not graph nodes
-  kCudaEventIgnored,          // cuda_event records (Kineto >= 2025-11) are not used yet
+  kCudaEventIgnored,          // cuda_event record without event_id, correlation or device
   kGpuOpMissingStream,        // kernel/memcpy/memset without args.stream or args.device
   kGpuOpMissingCorrelation,   // GPU op without a correlation id
   kGpuOpUnlaunched,           // GPU op whose correlation names no runtime/driver call
@@ -32,7 +32,9 @@ enum class Diag : uint16_t {
   kCpuOverlapNotNested,       // CPU events on one thread overlap without nesting
   kSyncUnresolved,            // cuda_sync with wait_on_* = -1 (CUDA >= 12.9 Kineto)
   kWaitEdgeExact,             // cross-stream edge from resolved wait_on_* fields
-  kWaitEdgeRecordPair,        // fallback rule (a): cudaEventRecord on the same thread
+  kWaitEdgeEventId,           // unresolved wait paired by event id with a cuda_event record
+  kWaitEdgeEventIdRepeat,     // same event id as an earlier wait of the thread, no record between
+  kWaitEdgeRecordPair,        // fallback rule (a): cudaEventRecord on the same thread, FIFO
   kWaitEdgeLastLaunch,        // fallback rule (a'): last op launched on another stream
   kWaitEdgeNone,              // stream wait with no source found (no edge made)
   kSyncEdgeContext,           // device sync → every stream's last op

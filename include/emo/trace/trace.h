@@ -116,7 +116,22 @@ struct SyncTable {
   std::vector<int64_t> correlation;           // correlation of the sync API call
   std::vector<int64_t> wait_on_stream;        // -1 when unresolved
   std::vector<int64_t> wait_on_record_corr;   // correlation of cudaEventRecord, -1 unresolved
-  std::vector<int64_t> event_id;              // wait_on_cuda_event_id, -1 when none
+  std::vector<int64_t> event_id;              // wait_on_cuda_event_id, -1 when none (the
+                                              // event's id, also where the record is unresolved)
+  size_t size() const { return start.size(); }
+};
+
+// cuda_event records (Kineto >= 2025-11, CUPTI_ACTIVITY_KIND_CUDA_EVENT): one per
+// cudaEventRecord, naming the event it recorded and the stream it recorded it on. A wait or event
+// sync naming the same event id (wait_on_cuda_event_id) consumes the latest record of that id
+// (same device) with a smaller correlation.
+struct CudaEventTable {
+  std::vector<int64_t> event_id;
+  std::vector<int32_t> device;
+  std::vector<int64_t> stream;       // the recorded stream
+  std::vector<int64_t> correlation;  // of the cudaEventRecord call
+  std::vector<TimeNs> start;         // Kineto writes the device timestamp; 0 before CUDA 12.8
+  std::vector<TimeNs> end;
   size_t size() const { return start.size(); }
 };
 
@@ -172,6 +187,7 @@ struct Trace {
   CpuEventTable cpu;
   GpuOpTable gpu;
   SyncTable syncs;
+  CudaEventTable cuda_events;
   std::vector<GpuAnnotation> gpu_annotations;
   std::vector<CollectiveInfo> collectives;
   Diagnostics diagnostics;
