@@ -402,7 +402,7 @@ OverheadModel ModelFromCalibration(const graph::Graph& g, const IterationMap& it
   const std::string head = fmt::format("{} {} calibration, CPU speed gauge", c.source, config);
   if (unlike.empty()) {
     m.confidence = "medium";
-    m.band_lo = 0.8;
+    m.band_lo = 0.65;
     m.band_hi = std::min(1.35, 1.0 / m.cpu_scale);
     m.note = fmt::format(
         "{} (CPU {:.2f}x its reference, leaf-operator density {:.0f}/ms, inside the calibration's); on our H200 "
