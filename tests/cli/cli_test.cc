@@ -14,39 +14,13 @@
 
 #include <nlohmann/json.hpp>
 
+#include "emo_run.h"
+
 namespace {
 
-struct EmoRun {
-  int exit_code = -1;
-  std::string out;  // stdout and stderr together
-};
-
-// Runs `emo ARGS`. `timeout` (coreutils) ends a run that hangs, so a regression fails the test
-// (exit code 124) instead of stalling the suite; no test asserts on wall time.
-EmoRun Emo(const std::string& args) {
-  EmoRun r;
-  const std::string cmd = "timeout 600 " + std::string(EMO_BINARY) + " " + args + " 2>&1";
-  FILE* p = popen(cmd.c_str(), "r");
-  if (p == nullptr) return r;
-  std::array<char, 4096> buf;
-  size_t n;
-  while ((n = fread(buf.data(), 1, buf.size(), p)) > 0) r.out.append(buf.data(), n);
-  const int status = pclose(p);
-  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  return r;
-}
-
-// Runs emo with `--json FILE` and parses FILE.
-nlohmann::json EmoJson(const std::string& args, const std::string& name) {
-  const auto path = (std::filesystem::temp_directory_path() / ("emo_cli_test_" + name + ".json")).string();
-  const EmoRun r = Emo(args + " --json " + path);
-  EXPECT_EQ(r.exit_code, 0) << r.out;
-  std::ifstream in(path);
-  EXPECT_TRUE(in.good()) << path;
-  auto j = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
-  std::filesystem::remove(path);
-  return j;
-}
+using emo::testing::Emo;
+using emo::testing::EmoJson;
+using emo::testing::EmoRun;
 
 const std::string kExample = EMO_SOURCE_DIR "/examples/gpt_train_h200.json.gz";
 const std::string kHeldout = EMO_SOURCE_DIR "/data/h200_heldout/bert_infer_sync_light.json.gz";

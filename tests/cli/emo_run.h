@@ -21,9 +21,13 @@ struct EmoRun {
   std::string out;  // stdout and stderr together
 };
 
-inline EmoRun Emo(const std::string& args) {
+// Runs `emo ARGS` (in `dir` when given, so relative paths work as a user types them).
+// `timeout` (coreutils) ends a run that hangs, so a regression fails the test (exit code 124)
+// instead of stalling the suite; no test asserts on wall time.
+inline EmoRun Emo(const std::string& args, const std::string& dir = "") {
   EmoRun r;
-  const std::string cmd = std::string(EMO_BINARY) + " " + args + " 2>&1";
+  const std::string cmd = (dir.empty() ? std::string() : "cd '" + dir + "' && ") + "timeout 600 '" +
+                          std::string(EMO_BINARY) + "' " + args + " 2>&1";
   FILE* p = popen(cmd.c_str(), "r");
   if (p == nullptr) return r;
   std::array<char, 4096> buf;

@@ -37,6 +37,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "cli/emo_run.h"
 #include "golden/json_compare.h"
 
 namespace emo::testing {
@@ -99,25 +100,10 @@ std::string CaseName(const std::string& trace) {
   return p.parent_path().filename().string() + "." + stem;
 }
 
-struct EmoRun {
-  int exit_code = -1;
-  std::string output;  // stdout and stderr
-};
+using emo::testing::EmoRun;
 
 // Runs emo in the source directory (so relative trace paths work as a user types them).
-EmoRun RunEmo(const std::string& args) {
-  EmoRun r;
-  const std::string cmd =
-      "cd '" + std::string(EMO_SOURCE_DIR) + "' && '" + std::string(EMO_BINARY) + "' " + args + " 2>&1";
-  FILE* p = popen(cmd.c_str(), "r");
-  if (p == nullptr) return r;
-  std::array<char, 4096> buf;
-  size_t n;
-  while ((n = fread(buf.data(), 1, buf.size(), p)) > 0) r.output.append(buf.data(), n);
-  const int status = pclose(p);
-  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  return r;
-}
+EmoRun RunEmo(const std::string& args) { return emo::testing::Emo(args, EMO_SOURCE_DIR); }
 
 class GoldenOutput : public ::testing::TestWithParam<const char*> {};
 
@@ -130,7 +116,7 @@ TEST_P(GoldenOutput, MatchesExpected) {
                          fmt::format("emo_golden_{}_{}.{}.json", ::getpid(), name, command.name);
     const EmoRun run = RunEmo(fmt::format("{} {} {} --json '{}'", command.name, trace, command.args,
                                        out.string()));
-    ASSERT_EQ(run.exit_code, 0) << run.output;
+    ASSERT_EQ(run.exit_code, 0) << run.out;
     std::ifstream in(out);
     const json actual = json::parse(in, nullptr, /*allow_exceptions=*/false);
     fs::remove(out);

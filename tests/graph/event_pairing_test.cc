@@ -49,8 +49,9 @@ std::vector<std::string> WaitSourcesOf(const graph::Graph& g, std::string_view o
 // One thread records event 11 after k1 (stream 7) and event 12 after k2 (stream 8), then makes
 // streams 20, 21 and 22 wait on 11, 12 and 11 again; k3, k4, k5 run on them. The waits carry
 // only the event id (wait_on_stream = -1), the records none: FIFO pairs the third wait with the
-// next record (12, so k2), the id with the record the first wait on 11 consumed (k1).
-TEST(EventPairingTest, RepeatedEventIdReusesItsRecordNotTheNextOne) {
+// next record (12, so k2), the id with the record the first wait on 11 consumed (k1). Without
+// event ids (`with_ids` false) the trace has the first two waits only.
+trace::Trace RecordsAndWaits(bool with_ids) {
   TraceBuilder b;
   b.Api("cudaLaunchKernel", 0, 2, 1);
   b.Api("cudaEventRecordWithFlags", 3, 4, 2);
@@ -60,17 +61,26 @@ TEST(EventPairingTest, RepeatedEventIdReusesItsRecordNotTheNextOne) {
   b.Api("cudaLaunchKernel", 12, 13, 6);
   b.Api("cudaStreamWaitEvent", 14, 15, 7);
   b.Api("cudaLaunchKernel", 16, 17, 8);
-  b.Api("cudaStreamWaitEvent", 18, 19, 9);
-  b.Api("cudaLaunchKernel", 20, 21, 10);
   b.Kernel("k1", 7, 5, 40, 1);
   b.Kernel("k2", 8, 8, 45, 3);
   b.Kernel("k3", 20, 50, 60, 6);
   b.Kernel("k4", 21, 50, 60, 8);
+  if (!with_ids) {
+    b.Sync(trace::SyncKind::kStreamWaitEvent, 20, 10, 11, 5);
+    b.Sync(trace::SyncKind::kStreamWaitEvent, 21, 14, 15, 7);
+    return b.Build();
+  }
+  b.Api("cudaStreamWaitEvent", 18, 19, 9);
+  b.Api("cudaLaunchKernel", 20, 21, 10);
   b.Kernel("k5", 22, 50, 60, 10);
   b.Sync(trace::SyncKind::kStreamWaitEvent, 20, 10, 11, 5, -1, -1, /*event_id=*/11);
   b.Sync(trace::SyncKind::kStreamWaitEvent, 21, 14, 15, 7, -1, -1, /*event_id=*/12);
   b.Sync(trace::SyncKind::kStreamWaitEvent, 22, 18, 19, 9, -1, -1, /*event_id=*/11);
-  trace::Trace t = b.Build();
+  return b.Build();
+}
+
+TEST(EventPairingTest, RepeatedEventIdReusesItsRecordNotTheNextOne) {
+  trace::Trace t = RecordsAndWaits(true);
   auto g = graph::BuildGraph(t);
   ASSERT_TRUE(g.ok()) << g.status().ToString();
   EXPECT_EQ(WaitSourcesOf(*g, "k3"), std::vector<std::string>{"k1"});
@@ -82,22 +92,7 @@ TEST(EventPairingTest, RepeatedEventIdReusesItsRecordNotTheNextOne) {
 
 // Without event ids the same trace pairs first in first out, and says so.
 TEST(EventPairingTest, WithoutEventIdsFifoIsTheFallback) {
-  TraceBuilder b;
-  b.Api("cudaLaunchKernel", 0, 2, 1);
-  b.Api("cudaEventRecordWithFlags", 3, 4, 2);
-  b.Api("cudaLaunchKernel", 5, 7, 3);
-  b.Api("cudaEventRecordWithFlags", 8, 9, 4);
-  b.Api("cudaStreamWaitEvent", 10, 11, 5);
-  b.Api("cudaLaunchKernel", 12, 13, 6);
-  b.Api("cudaStreamWaitEvent", 14, 15, 7);
-  b.Api("cudaLaunchKernel", 16, 17, 8);
-  b.Kernel("k1", 7, 5, 40, 1);
-  b.Kernel("k2", 8, 8, 45, 3);
-  b.Kernel("k3", 20, 50, 60, 6);
-  b.Kernel("k4", 21, 50, 60, 8);
-  b.Sync(trace::SyncKind::kStreamWaitEvent, 20, 10, 11, 5);
-  b.Sync(trace::SyncKind::kStreamWaitEvent, 21, 14, 15, 7);
-  trace::Trace t = b.Build();
+  trace::Trace t = RecordsAndWaits(false);
   auto g = graph::BuildGraph(t);
   ASSERT_TRUE(g.ok()) << g.status().ToString();
   EXPECT_EQ(WaitSourcesOf(*g, "k3"), std::vector<std::string>{"k1"});
