@@ -184,5 +184,35 @@ TEST(NumbersTest, UnreadableKernelTimesAreNamed) {
   std::filesystem::remove(path);
 }
 
+// The held-out truths match their traces: each trace's loop was timed, and its energy measured,
+// in the trace's own process before it was traced, with the same loop structure (a run-ahead
+// trace beside a run-ahead truth), and both loop structures have their energy.
+TEST(NumbersTest, HeldOutTruthsComeFromEachTracesOwnProcessAndLoop) {
+  for (const std::string folder : {"data/h200_heldout", "data/h200_heldout2"}) {
+    SCOPED_TRACE(folder);
+    const auto truth = ReadJson(EMO_SOURCE_DIR "/" + folder + "/truth.json");
+    const auto measured = ReadJson(EMO_SOURCE_DIR "/" + folder + "/measured.json");
+    size_t traces = 0;
+    for (const auto& entry : std::filesystem::directory_iterator(EMO_SOURCE_DIR "/" + folder)) {
+      std::string name = entry.path().filename().string();
+      if (!name.ends_with(".json.gz")) continue;
+      name.resize(name.size() - std::string(".json.gz").size());
+      // <workload>_<sync|async>_<light|shapes>
+      const size_t c = name.rfind('_'), l = name.rfind('_', c - 1);
+      const std::string workload = name.substr(0, l), loop = name.substr(l + 1, c - l - 1);
+      const std::string key = name.substr(l + 1);
+      ASSERT_TRUE(truth.contains(workload)) << name;
+      ASSERT_TRUE(truth[workload].contains("traces") && truth[workload]["traces"].contains(key)) << name;
+      const auto& own = truth[workload]["traces"][key];
+      EXPECT_GT(own["unprofiled"]["median_s"].get<double>(), 0.0) << name;
+      EXPECT_GT(own["energy_per_iter_j"].get<double>(), 0.0) << name;
+      ASSERT_TRUE(measured["workloads"][workload].contains(loop)) << name << ": no " << loop << " loop energy";
+      EXPECT_EQ(measured["workloads"][workload][loop]["loop"], loop) << name;
+      ++traces;
+    }
+    EXPECT_EQ(traces, 12u);
+  }
+}
+
 }  // namespace
 }  // namespace emo::testing
