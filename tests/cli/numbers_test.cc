@@ -7,8 +7,11 @@
 
 #include <filesystem>
 #include <fstream>
+#include <cctype>
 #include <set>
+#include <sstream>
 #include <string>
+#include <vector>
 
 #include "emo_run.h"
 
@@ -212,6 +215,120 @@ TEST(NumbersTest, HeldOutTruthsComeFromEachTracesOwnProcessAndLoop) {
     }
     EXPECT_EQ(traces, 12u);
   }
+}
+
+
+// The README's tables explain every line `emo analyze` and `emo optimize` print, on traces that
+// take each branch (a plan from phases, a power-capped one, a plan without a marker on another
+// GPU's trace, a partial critical path), and it tells a user how to trace their own job.
+// Labels compare with numbers folded to '#': the README writes `static N MHz` for
+// "static 1770 MHz" and `pass-level (k phases)` for "pass-level (1 phase)".
+std::string FoldNumbers(std::string s) {
+  std::string out;
+  for (size_t i = 0; i < s.size(); ++i) {
+    const bool digit = std::isdigit(static_cast<unsigned char>(s[i])) != 0;
+    const bool symbol = (s[i] == 'N' || s[i] == 'n' || s[i] == 'k' || s[i] == 'a' || s[i] == 'b') &&
+                        (i == 0 || !std::isalnum(static_cast<unsigned char>(s[i - 1]))) &&
+                        (i + 1 == s.size() || !std::isalnum(static_cast<unsigned char>(s[i + 1])));
+    if (!digit && !symbol) {
+      out += s[i];
+      continue;
+    }
+    while (i + 1 < s.size() && (std::isdigit(static_cast<unsigned char>(s[i + 1])) || s[i + 1] == '.')) ++i;
+    out += '#';
+    // "1 phase" and "k phases" are one label.
+    if (i + 1 < s.size() && s[i + 1] == ' ') {
+      size_t e = i + 2;
+      while (e < s.size() && std::isalpha(static_cast<unsigned char>(s[e]))) ++e;
+      if (e > i + 3 && s[e - 1] == 's') {
+        out += s.substr(i + 1, e - i - 2);
+        i = e - 1;
+      }
+    }
+  }
+  return out;
+}
+
+// The backquoted labels in the first column of the table under `heading`, numbers folded.
+std::vector<std::string> ReadmeLabels(const std::string& readme, const std::string& heading) {
+  std::vector<std::string> labels;
+  const size_t start = readme.find("\n## " + heading);
+  if (start == std::string::npos) return labels;
+  const size_t end = readme.find("\n## ", start + 1);
+  std::istringstream section(readme.substr(start, end - start));
+  for (std::string line; std::getline(section, line);) {
+    if (line.rfind("| `", 0) != 0) continue;
+    const std::string cell = line.substr(0, line.find(" |", 2));
+    for (size_t a = cell.find('`'); a != std::string::npos; a = cell.find('`', cell.find('`', a + 1) + 1)) {
+      const size_t b = cell.find('`', a + 1);
+      if (b == std::string::npos) break;
+      labels.push_back(FoldNumbers(cell.substr(a + 1, b - a - 1)));
+    }
+  }
+  return labels;
+}
+
+// The lines of a command's report: indented by two spaces, without the progress lines.
+std::vector<std::string> ReportLines(const std::string& out) {
+  std::vector<std::string> lines;
+  std::istringstream in(out);
+  for (std::string line; std::getline(in, line);) {
+    if (line.rfind("  ", 0) != 0) continue;
+    const size_t first = line.find_first_not_of(' ');
+    if (first != std::string::npos) lines.push_back(FoldNumbers(line.substr(first)));
+  }
+  return lines;
+}
+
+TEST(NumbersTest, TheReadmeExplainsEveryLineAndHowToTraceYourOwnJob) {
+  const std::string readme = ReadText(EMO_SOURCE_DIR "/README.md");
+  const auto optimize_labels = ReadmeLabels(readme, "Reading `emo optimize`");
+  const auto analyze_labels = ReadmeLabels(readme, "Reading `emo analyze`");
+  ASSERT_FALSE(optimize_labels.empty()) << "README has no table under \"## Reading `emo optimize`\"";
+  ASSERT_FALSE(analyze_labels.empty()) << "README has no table under \"## Reading `emo analyze`\"";
+
+  const auto no_marker = TempPath("readme_no_marker_trace.json");
+  std::string trace = TinyTrace("101", 50.0, 5000.0);
+  trace.replace(trace.find("ProfilerStep#1"), std::string("ProfilerStep#1").size(), "train_step");
+  trace.replace(trace.find("NVIDIA H200"), std::string("NVIDIA H200").size(), "NVIDIA A100-SXM4-80GB");
+  Write(no_marker, trace);
+  const auto partial = TempPath("readme_partial_trace.json");
+  Write(partial, TinyTrace("101", 50.0, 5000.0));
+
+  // An optimize line is explained when it starts with a row's label; an analyze line when its
+  // label (the text before the column gap) starts a row's label (`GPU n busy … slack windows`).
+  for (const std::string& args : {"optimize " + kGpt + " --device h200", "optimize " + kMultistream + " --device h200",
+                                  "optimize " + no_marker + " --device h200 --allow-device-mismatch"}) {
+    const EmoRun r = Emo(args);
+    ASSERT_EQ(r.exit_code, 0) << args << "\n" << r.out;
+    const auto lines = ReportLines(r.out);
+    ASSERT_GT(lines.size(), 6u) << r.out;
+    for (const auto& line : lines) {
+      if (line.rfind("time us", 0) == 0) continue;  // the column header
+      bool explained = false;
+      for (const auto& label : optimize_labels) explained = explained || line.rfind(label, 0) == 0;
+      EXPECT_TRUE(explained) << "README's optimize table does not explain: " << line;
+    }
+  }
+  for (const std::string& path : {kGpt, partial, no_marker}) {
+    const EmoRun r = Emo("analyze " + path);
+    ASSERT_EQ(r.exit_code, 0) << path << "\n" << r.out;
+    for (const auto& line : ReportLines(r.out)) {
+      const std::string label = line.substr(0, line.find("  "));
+      bool explained = false;
+      for (const auto& row : analyze_labels) explained = explained || row.rfind(label, 0) == 0;
+      EXPECT_TRUE(explained) << "README's analyze table does not explain: " << line;
+    }
+  }
+  std::filesystem::remove(no_marker);
+  std::filesystem::remove(partial);
+
+  // How to trace: the profiler settings EMO reads, and the unprofiled step time it corrects to.
+  const size_t own = readme.find("\n## Trace your own job");
+  ASSERT_NE(own, std::string::npos) << "README has no \"Trace your own job\" section";
+  const std::string section = readme.substr(own, readme.find("\n## ", own + 1) - own);
+  for (const char* must : {"torch.profiler", "ProfilerActivity.CUDA", "--step-time", "export_chrome_trace"})
+    EXPECT_NE(section.find(must), std::string::npos) << "\"Trace your own job\" does not mention " << must;
 }
 
 }  // namespace
