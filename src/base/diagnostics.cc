@@ -82,6 +82,13 @@ constexpr std::array<DiagnosticSpec, static_cast<size_t>(Diag::kCount)> kDiagnos
     {Diag::kIterationTooShort, "iteration_too_short", Severity::kError,
      "the steady iteration lasts under 10 us: shorter than clock-switch and measurement resolution; what-if "
      "and planning are refused"},
+    {Diag::kTraceTruncated, "trace_truncated", Severity::kWarning,
+     "the EMO trace ends early (program killed, crashed or disk full): read up to its last whole chunk"},
+    {Diag::kRecordsDropped, "records_dropped", Severity::kError,
+     "activity records the tracer lost (CUPTI's buffers or EMO's buffer pool were full): the graph misses "
+     "events; raise EMO_TRACE_BUFFER_MIB or trace fewer iterations"},
+    {Diag::kEmoRecordSkipped, "emo_record_skipped", Severity::kInfo,
+     "EMO trace records of a type this reader does not know (a newer writer), skipped"},
 }};
 
 constexpr bool SpecsInOrder() {

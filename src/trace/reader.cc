@@ -7,6 +7,7 @@
 #include <string>
 
 #include "emo/base/file.h"
+#include "emo_trace_reader.h"
 #include "kineto_json_reader.h"
 
 namespace emo::trace {
@@ -62,6 +63,7 @@ std::string Describe(std::string_view head) {
 const std::vector<std::unique_ptr<Reader>>& Readers() {
   static const std::vector<std::unique_ptr<Reader>>* const readers = [] {
     auto* v = new std::vector<std::unique_ptr<Reader>>();
+    v->push_back(std::make_unique<EmoTraceReader>());
     v->push_back(std::make_unique<KinetoJsonReader>());
     return v;
   }();

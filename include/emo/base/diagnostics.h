@@ -50,6 +50,9 @@ enum class Diag : uint16_t {
   kIterationPartial,          // iteration cut by the trace window
   kCpuBoundOnlyWhenTraced,    // CPU-bound as traced, GPU-bound once the profiler's overhead is undone
   kIterationTooShort,         // the steady iteration is too short to analyse meaningfully
+  kTraceTruncated,            // an EMO trace that ends before the writer's end chunk
+  kRecordsDropped,            // activity records the tracer lost (CUPTI or its buffer pool)
+  kEmoRecordSkipped,          // an EMO trace record of an unknown type or a bad size
   kCount
 };
 

@@ -158,6 +158,45 @@ struct CollectiveInfo {
   int64_t dst_rank = -1;
 };
 
+// What `emo trace` / `emo monitor` measured around the traced window (EMO traces only): host
+// time per iteration with and without tracing, and each GPU's energy from its NVML counter.
+struct GpuEnergy {
+  int32_t device = 0;            // CUDA ordinal in the traced process
+  std::string name;              // "NVIDIA H200"
+  int64_t iterations = 0;        // iterations in the energy window
+  TimeNs window_start = 0, window_end = 0;  // the window the counter difference spans
+  double energy_j = 0;           // over the window
+  double energy_per_iteration_j = 0;
+  // Half-width of the per-iteration energy's uncertainty: the counter updates about every
+  // `counter_period_ns`, so each end of the window is known to within one update's energy.
+  double uncertainty_per_iteration_j = 0;
+  TimeNs counter_period_ns = 0;  // median time between counter changes
+  double busy_power_w = 0;       // energy_j over the window
+  double idle_power_w = -1;      // power samples before the first iteration, -1 when none
+  int64_t counter_reads = 0;
+  int64_t power_samples = 0;
+};
+
+struct RunMeasurement {
+  std::string mode;               // "trace" | "monitor"
+  std::string iteration_source;   // "nvtx" | "launch_period" | "none"
+  int64_t iterations = 0;         // all iterations the tracer found
+  int64_t traced_iterations = 0;  // inside the tracing window
+  int64_t untraced_iterations = 0;  // outside it, after the first (start-up) ones
+  TimeNs untraced_step_ns = -1;   // median host time per untraced iteration (-1: none)
+  TimeNs traced_step_ns = -1;     // median host time per traced iteration (-1: none)
+  TimeNs untraced_step_p10_ns = -1, untraced_step_p90_ns = -1;
+  std::vector<TimeNs> iteration_ns;   // every iteration's host time, in order
+  std::vector<bool> iteration_traced;
+  std::vector<GpuEnergy> gpus;
+  std::string host;
+  int64_t pid = -1;
+  int64_t clock_realtime_offset_ns = 0;  // realtime = trace time + this
+  bool complete = false;          // the file ends with the writer's end chunk
+  std::string end_note;           // where and why the file ends when incomplete
+  int64_t dropped_records = 0;    // activity records lost (CUPTI or the buffer pool)
+};
+
 // Whole-file facts.
 struct TraceMeta {
   std::string source_path;
@@ -175,6 +214,7 @@ struct TraceMeta {
   bool rocm = false;           // a ROCm/HIP trace (flagged unsupported by analyses)
   int64_t base_time_ns = 0;    // baseTimeNanoseconds (already added to every time)
   int64_t raw_events = 0;      // traceEvents entries read
+  std::optional<RunMeasurement> run;  // EMO traces: what the tracer measured beside the trace
   std::string first_dropped_gpu_op;  // the first GPU op event dropped (bad or missing times), "" when none
 };
 

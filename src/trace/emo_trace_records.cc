@@ -1,0 +1,243 @@
+#include "emo_trace_records.h"
+
+#include <algorithm>
+#include <charconv>
+#include <cstring>
+
+namespace emo::trace {
+namespace {
+
+namespace ef = emo_format;
+
+template <typename T>
+void Decode(const unsigned char* body, size_t size, std::vector<T>* out) {
+  T record;
+  ef::GetRecord(body, size, &record);
+  out->push_back(record);
+}
+
+int64_t ToInt(const std::map<std::string, std::string>& meta, const char* key, int64_t fallback) {
+  auto it = meta.find(key);
+  if (it == meta.end()) return fallback;
+  int64_t v = fallback;
+  if (std::from_chars(it->second.data(), it->second.data() + it->second.size(), v).ec != std::errc()) return fallback;
+  return v;
+}
+
+std::string ToString(const std::map<std::string, std::string>& meta, const char* key, std::string fallback) {
+  auto it = meta.find(key);
+  return it == meta.end() ? fallback : it->second;
+}
+
+// The q-quantile (nearest rank) of `v`; -1 when empty.
+TimeNs Quantile(std::vector<TimeNs> v, double q) {
+  if (v.empty()) return -1;
+  const auto k = static_cast<size_t>(q * static_cast<double>(v.size() - 1) + 0.5);
+  std::nth_element(v.begin(), v.begin() + static_cast<ptrdiff_t>(k), v.end());
+  return v[k];
+}
+
+// The counter (mJ) at `t`, linearly interpolated between the reads around it; false outside
+// the reads.
+bool EnergyAt(const std::vector<ef::EnergyRecord>& reads, TimeNs t, double* mj) {
+  if (reads.empty() || t < reads.front().time_ns || t > reads.back().time_ns) return false;
+  auto hi = std::lower_bound(reads.begin(), reads.end(), t,
+                             [](const ef::EnergyRecord& r, TimeNs x) { return r.time_ns < x; });
+  if (hi->time_ns == t || hi == reads.begin()) {
+    *mj = static_cast<double>(hi->energy_mj);
+    return true;
+  }
+  auto lo = hi - 1;
+  const double f = static_cast<double>(t - lo->time_ns) / static_cast<double>(hi->time_ns - lo->time_ns);
+  *mj = static_cast<double>(lo->energy_mj) + f * (static_cast<double>(hi->energy_mj) - static_cast<double>(lo->energy_mj));
+  return true;
+}
+
+// The first iterations of a run carry start-up work (CUDA and library initialisation, autotuning,
+// allocator growth): never part of the untraced step time or the energy window.
+constexpr size_t kStartupIterations = 2;
+
+}  // namespace
+
+void EmoRecords::Add(ef::ChunkKind kind, std::string_view payload) {
+  const auto* p = reinterpret_cast<const unsigned char*>(payload.data());
+  const size_t n = payload.size();
+  switch (kind) {
+    case ef::ChunkKind::kMeta: {
+      size_t at = 0;
+      while (at < n) {
+        size_t eol = payload.find('\n', at);
+        if (eol == std::string_view::npos) eol = n;
+        const std::string_view line = payload.substr(at, eol - at);
+        const size_t eq = line.find('=');
+        if (eq != std::string_view::npos) meta[std::string(line.substr(0, eq))] = std::string(line.substr(eq + 1));
+        at = eol + 1;
+      }
+      return;
+    }
+    case ef::ChunkKind::kStrings: {
+      size_t at = 0;
+      while (n - at >= 8) {
+        uint32_t id = 0, len = 0;
+        std::memcpy(&id, p + at, 4);
+        std::memcpy(&len, p + at + 4, 4);
+        if (n - at - 8 < len) {
+          ++skipped;
+          return;
+        }
+        strings[id] = std::string(payload.substr(at + 8, len));
+        at += 8 + len;
+      }
+      return;
+    }
+    case ef::ChunkKind::kRecords: {
+      size_t at = 0;
+      while (n - at >= sizeof(ef::RecordHeader)) {
+        ef::RecordHeader h;
+        std::memcpy(&h, p + at, sizeof(h));
+        at += sizeof(h);
+        if (n - at < h.size) {
+          ++skipped;
+          return;
+        }
+        const unsigned char* body = p + at;
+        at += h.size;
+        ++total_records;
+        switch (static_cast<ef::RecordType>(h.type)) {
+          case ef::RecordType::kApi: Decode(body, h.size, &api); break;
+          case ef::RecordType::kKernel: Decode(body, h.size, &kernels); break;
+          case ef::RecordType::kMemcpy: Decode(body, h.size, &memcpys); break;
+          case ef::RecordType::kMemset: Decode(body, h.size, &memsets); break;
+          case ef::RecordType::kSync: Decode(body, h.size, &syncs); break;
+          case ef::RecordType::kCudaEvent: Decode(body, h.size, &events); break;
+          case ef::RecordType::kExternalCorr: Decode(body, h.size, &external); break;
+          case ef::RecordType::kRange: Decode(body, h.size, &ranges); break;
+          case ef::RecordType::kIteration: Decode(body, h.size, &iterations); break;
+          case ef::RecordType::kEnergy: Decode(body, h.size, &energy); break;
+          case ef::RecordType::kPower: Decode(body, h.size, &power); break;
+          case ef::RecordType::kDropped: Decode(body, h.size, &dropped); break;
+          case ef::RecordType::kGpu: Decode(body, h.size, &gpus); break;
+          default: ++skipped; break;
+        }
+      }
+      return;
+    }
+    case ef::ChunkKind::kEnd: return;
+  }
+  ++skipped;
+}
+
+RunMeasurement MeasureRun(const EmoRecords& r) {
+  RunMeasurement m;
+  m.mode = ToString(r.meta, "config.mode", "trace");
+  m.iteration_source = ToString(r.meta, "iteration.source", r.iterations.empty() ? "none" : "");
+  m.host = ToString(r.meta, "host", "");
+  m.pid = ToInt(r.meta, "pid", -1);
+  m.clock_realtime_offset_ns = ToInt(r.meta, "clock.realtime_ns", 0) - ToInt(r.meta, "clock.cupti_ns", 0);
+  m.complete = r.complete;
+  m.end_note = r.end_note;
+  for (const auto& d : r.dropped) m.dropped_records += static_cast<int64_t>(d.dropped);
+
+  auto its = r.iterations;
+  std::sort(its.begin(), its.end(), [](const auto& a, const auto& b) { return a.index < b.index; });
+  if (m.iteration_source.empty() && !its.empty()) {
+    m.iteration_source = its.front().source == static_cast<uint32_t>(ef::IterationSource::kNvtx) ? "nvtx" : "launch_period";
+  }
+  m.iterations = static_cast<int64_t>(its.size());
+  // Usable untraced iterations: past start-up, and not the first after the traced window (it
+  // pays for the flush of the window's buffers).
+  std::vector<bool> usable(its.size(), false);
+  std::vector<TimeNs> traced, untraced;
+  for (size_t i = 0; i < its.size(); ++i) {
+    const TimeNs ns = its[i].end_ns - its[i].start_ns;
+    m.iteration_ns.push_back(ns);
+    m.iteration_traced.push_back(its[i].traced != 0);
+    if (its[i].traced != 0) {
+      traced.push_back(ns);
+      continue;
+    }
+    usable[i] = i >= kStartupIterations && !(i > 0 && its[i - 1].traced != 0);
+    if (usable[i]) untraced.push_back(ns);
+  }
+  m.traced_iterations = static_cast<int64_t>(traced.size());
+  m.untraced_iterations = static_cast<int64_t>(untraced.size());
+  m.traced_step_ns = Quantile(traced, 0.5);
+  m.untraced_step_ns = Quantile(untraced, 0.5);
+  m.untraced_step_p10_ns = Quantile(untraced, 0.1);
+  m.untraced_step_p90_ns = Quantile(untraced, 0.9);
+
+  // The energy window: the longest run of consecutive usable iterations.
+  size_t best_first = 0, best_n = 0;
+  for (size_t i = 0; i < its.size();) {
+    if (!usable[i]) {
+      ++i;
+      continue;
+    }
+    size_t j = i;
+    while (j < its.size() && usable[j]) ++j;
+    if (j - i > best_n) {
+      best_first = i;
+      best_n = j - i;
+    }
+    i = j;
+  }
+
+  std::vector<uint32_t> devices;
+  for (const auto& g : r.gpus) devices.push_back(g.device);
+  for (const auto& e : r.energy) {
+    if (std::find(devices.begin(), devices.end(), e.gpu) == devices.end()) devices.push_back(e.gpu);
+  }
+  std::sort(devices.begin(), devices.end());
+  for (uint32_t d : devices) {
+    GpuEnergy g;
+    g.device = static_cast<int32_t>(d);
+    for (const auto& x : r.gpus) {
+      auto s = x.device == d ? r.strings.find(x.name) : r.strings.end();
+      if (s != r.strings.end()) g.name = s->second;
+    }
+    std::vector<ef::EnergyRecord> reads;
+    for (const auto& e : r.energy) {
+      if (e.gpu == d) reads.push_back(e);
+    }
+    std::sort(reads.begin(), reads.end(), [](const auto& a, const auto& b) { return a.time_ns < b.time_ns; });
+    g.counter_reads = static_cast<int64_t>(reads.size());
+    std::vector<TimeNs> changes, periods;
+    for (size_t i = 1; i < reads.size(); ++i) {
+      if (reads[i].energy_mj != reads[i - 1].energy_mj) changes.push_back(reads[i].time_ns);
+    }
+    for (size_t i = 1; i < changes.size(); ++i) periods.push_back(changes[i] - changes[i - 1]);
+    g.counter_period_ns = std::max<TimeNs>(0, Quantile(periods, 0.5));
+    std::vector<double> idle;
+    const TimeNs first_start = its.empty() ? 0 : its.front().start_ns;
+    for (const auto& p : r.power) {
+      if (p.gpu != d) continue;
+      ++g.power_samples;
+      if (!its.empty() && p.time_ns < first_start) idle.push_back(p.power_mw * 1e-3);
+    }
+    if (!idle.empty()) {
+      std::nth_element(idle.begin(), idle.begin() + static_cast<ptrdiff_t>(idle.size() / 2), idle.end());
+      g.idle_power_w = idle[idle.size() / 2];
+    }
+    double e0 = 0, e1 = 0;
+    if (best_n > 0) {
+      g.window_start = its[best_first].start_ns;
+      g.window_end = its[best_first + best_n - 1].end_ns;
+      g.iterations = static_cast<int64_t>(best_n);
+      if (g.window_end > g.window_start && EnergyAt(reads, g.window_start, &e0) && EnergyAt(reads, g.window_end, &e1)) {
+        g.energy_j = (e1 - e0) * 1e-3;
+        const double seconds = static_cast<double>(g.window_end - g.window_start) * 1e-9;
+        g.busy_power_w = g.energy_j / seconds;
+        g.energy_per_iteration_j = g.energy_j / static_cast<double>(best_n);
+        // Each end of the window is known to within one counter update.
+        const double update_j = g.busy_power_w * static_cast<double>(g.counter_period_ns) * 1e-9;
+        g.uncertainty_per_iteration_j = 2.0 * update_j / static_cast<double>(best_n);
+      } else {
+        g.energy_j = g.energy_per_iteration_j = g.busy_power_w = -1;  // the reads do not cover the window
+      }
+    }
+    m.gpus.push_back(g);
+  }
+  return m;
+}
+
+}  // namespace emo::trace

@@ -1,0 +1,207 @@
+// The EMO trace reader on files built record by record (emo_trace_test_writer.h): what becomes
+// of each record, the untraced step time and energy, exact event waits, and files cut short.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <string>
+
+#include "emo/analysis/analyze.h"
+#include "emo/trace/reader.h"
+#include "emo_trace_test_writer.h"
+
+namespace emo::testing {
+namespace {
+
+namespace ef = emo::trace::emo_format;
+
+constexpr int64_t kMs = 1'000'000;
+constexpr int64_t kIteration = 100 * kMs;  // host time per iteration
+constexpr int64_t kT0 = 1'000 * kMs;       // the first iteration starts here
+constexpr uint32_t kTraced[] = {5, 6};
+
+bool Traced(uint64_t i) { return i == kTraced[0] || i == kTraced[1]; }
+
+// Ten 100 ms iterations of a two-stream loop (a kernel on stream 7, an event recorded after it,
+// stream 9 waiting on the event, a kernel on stream 9); iterations 5 and 6 traced. The energy
+// counter steps by 10 J every 100 ms (100 W) and is read every 50 ms; 50 W before the loop.
+std::string TwoStreamLoop(bool compress = false, bool end = true) {
+  EmoTraceWriter w;
+  w.Meta({{"format", "emo-trace"}, {"host", "h200-box"}, {"pid", "4242"}, {"rank", "3"}, {"world_size", "8"},
+          {"config.mode", "trace"}, {"iteration.source", "launch_period"}, {"clock.cupti_ns", "1000"},
+          {"clock.realtime_ns", "5000"}, {"cupti.version", "130000"}});
+  ef::GpuRecord gpu{};
+  gpu.device = 0;
+  gpu.name = w.Str("NVIDIA H200");
+  w.Add(ef::RecordType::kGpu, gpu);
+  for (int64_t t = kT0 - 400 * kMs; t < kT0; t += 20 * kMs) w.Add(ef::RecordType::kPower, ef::PowerRecord{t, 0, 50'000});
+  for (int64_t t = kT0 - 100 * kMs; t <= kT0 + 11 * kIteration; t += 50 * kMs) {
+    const int64_t steps = (t - (kT0 - 100 * kMs)) / (100 * kMs);
+    w.Add(ef::RecordType::kEnergy, ef::EnergyRecord{t, static_cast<uint64_t>(1'000'000 + steps * 10'000), 0, 3000});
+  }
+  w.Flush(compress);
+  const uint32_t launch = w.Str("cudaLaunchKernel_v7000"), record = w.Str("cudaEventRecord_v3020"),
+                 wait = w.Str("cudaStreamWaitEvent_v3020"), gemm = w.Str("gemm_kernel"), add = w.Str("add_kernel");
+  for (uint64_t i = 0; i < 10; ++i) {
+    const int64_t s = kT0 + static_cast<int64_t>(i) * kIteration;
+    w.Add(ef::RecordType::kIteration,
+          ef::IterationRecord{i, s, s + kIteration, static_cast<uint32_t>(ef::IterationSource::kLaunchPeriod),
+                              Traced(i) ? 1u : 0u, 2, ef::kNoName});
+    if (!Traced(i)) continue;
+    const uint64_t c = 1000 + i * 10;
+    const int64_t us = 1000;
+    w.Add(ef::RecordType::kApi, ef::ApiRecord{s, s + 5 * us, c + 1, 10, 11, 211, launch, 0, 0});
+    w.Add(ef::RecordType::kApi, ef::ApiRecord{s + 6 * us, s + 7 * us, c + 2, 10, 11, 25, record, 0, 0});
+    w.Add(ef::RecordType::kApi, ef::ApiRecord{s + 8 * us, s + 9 * us, c + 3, 10, 11, 31, wait, 0, 0});
+    w.Add(ef::RecordType::kApi, ef::ApiRecord{s + 10 * us, s + 15 * us, c + 4, 10, 11, 211, launch, 0, 0});
+    ef::KernelRecord k{};
+    k.start_ns = s + 20 * us;
+    k.end_ns = s + 300 * us;
+    k.correlation = c + 1;
+    k.graph_id = k.graph_node_id = ef::kNone;
+    k.stream = 7;
+    k.name = gemm;
+    k.grid[0] = 132;
+    k.block[0] = 256;
+    w.Add(ef::RecordType::kKernel, k);
+    w.Add(ef::RecordType::kCudaEvent, ef::CudaEventRecord{c + 2, 77 + i, 0, 5, 1, 7, 0});
+    w.Add(ef::RecordType::kSync, ef::SyncRecord{s + 8 * us, s + 9 * us, c + 3, 77 + i,
+                                                 static_cast<uint32_t>(ef::SyncType::kStreamWaitEvent), 1, 9, 5, 0, 0});
+    k.start_ns = s + 300 * us;
+    k.end_ns = s + 500 * us;
+    k.correlation = c + 4;
+    k.stream = 9;
+    k.name = add;
+    w.Add(ef::RecordType::kKernel, k);
+    w.Flush(compress);
+  }
+  w.Flush(compress);
+  if (end) w.End();
+  return w.bytes();
+}
+
+std::string WriteTemp(const std::string& name, const std::string& bytes) {
+  const auto path = (std::filesystem::temp_directory_path() / ("emo_test_" + name)).string();
+  std::ofstream(path, std::ios::binary) << bytes;
+  return path;
+}
+
+TEST(EmoTraceReaderTest, RecordsBecomeTheNormalizedTrace) {
+  for (bool compress : {false, true}) {
+    SCOPED_TRACE(compress ? "zlib chunks" : "raw chunks");
+    const auto path = WriteTemp("two_stream.emotrace", TwoStreamLoop(compress));
+    auto t = trace::ReadTrace(path);
+    ASSERT_TRUE(t.ok()) << t.status().message();
+    EXPECT_EQ(t->meta.format, "emo");
+    EXPECT_EQ(t->meta.rank, 3);
+    EXPECT_EQ(t->meta.world_size, 8);
+    ASSERT_EQ(t->meta.device_names.size(), 1u);
+    EXPECT_EQ(t->meta.device_names[0], "NVIDIA H200");
+    EXPECT_EQ(t->gpu.size(), 4u);
+    EXPECT_EQ(t->Name(t->gpu.name[0]), "gemm_kernel");
+    EXPECT_EQ(t->gpu.launch[0].grid[0], 132);
+    size_t launches = 0, steps = 0;
+    for (size_t i = 0; i < t->cpu.size(); ++i) {
+      const auto name = t->Name(t->cpu.name[i]);
+      launches += name == "cudaLaunchKernel" ? 1 : 0;  // CUPTI's "_v7000" dropped
+      steps += name.starts_with("ProfilerStep#") ? 1 : 0;
+    }
+    EXPECT_EQ(launches, 4u);
+    EXPECT_EQ(steps, 2u);
+    ASSERT_EQ(t->syncs.size(), 2u);
+    for (size_t i = 0; i < 2; ++i) {
+      EXPECT_EQ(t->syncs.kind[i], trace::SyncKind::kStreamWaitEvent);
+      EXPECT_EQ(t->syncs.stream[i], 9);
+      EXPECT_EQ(t->syncs.wait_on_stream[i], 7);  // resolved through cudaEventSyncId
+      EXPECT_EQ(t->syncs.wait_on_record_corr[i], t->syncs.correlation[i] - 1);
+    }
+    EXPECT_EQ(t->diagnostics.Count(Diag::kTraceTruncated), 0u);
+    std::filesystem::remove(path);
+  }
+}
+
+TEST(EmoTraceReaderTest, UntracedStepTimeAndEnergyComeFromOutsideTheWindow) {
+  const auto path = WriteTemp("measure.emotrace", TwoStreamLoop());
+  auto t = trace::ReadTrace(path);
+  ASSERT_TRUE(t.ok()) << t.status().message();
+  ASSERT_TRUE(t->meta.run.has_value());
+  const auto& run = *t->meta.run;
+  EXPECT_TRUE(run.complete);
+  EXPECT_EQ(run.iteration_source, "launch_period");
+  EXPECT_EQ(run.iterations, 10);
+  EXPECT_EQ(run.traced_iterations, 2);
+  // 0 and 1 are start-up, 7 pays for the window's flush: 2, 3, 4, 8, 9 remain.
+  EXPECT_EQ(run.untraced_iterations, 5);
+  EXPECT_EQ(run.untraced_step_ns, kIteration);
+  EXPECT_EQ(run.clock_realtime_offset_ns, 4000);
+  ASSERT_EQ(run.gpus.size(), 1u);
+  const auto& g = run.gpus[0];
+  EXPECT_EQ(g.name, "NVIDIA H200");
+  EXPECT_EQ(g.iterations, 3);  // the longest run of usable iterations: 2, 3, 4
+  EXPECT_EQ(g.window_start, kT0 + 2 * kIteration);
+  EXPECT_NEAR(g.energy_per_iteration_j, 10.0, 1e-9);
+  EXPECT_NEAR(g.busy_power_w, 100.0, 1e-9);
+  EXPECT_EQ(g.counter_period_ns, 100 * kMs);
+  EXPECT_NEAR(g.uncertainty_per_iteration_j, 2 * 100.0 * 0.1 / 3, 1e-9);
+  EXPECT_NEAR(g.idle_power_w, 50.0, 1e-9);
+  std::filesystem::remove(path);
+}
+
+// Every wait names its record exactly, so the graph needs no fallback rule; the replay is exact.
+TEST(EmoTraceReaderTest, WaitsAreExactEdgesInTheGraph) {
+  const auto path = WriteTemp("graph.emotrace", TwoStreamLoop());
+  auto a = analysis::AnalyzeTrace(path, {});
+  ASSERT_TRUE(a.ok()) << a.status().message();
+  const auto d = a->AllDiagnostics();
+  EXPECT_EQ(d.Count(Diag::kWaitEdgeExact), 2u);
+  EXPECT_EQ(d.Count(Diag::kWaitEdgeRecordPair) + d.Count(Diag::kWaitEdgeLastLaunch) + d.Count(Diag::kWaitEdgeNone) +
+                d.Count(Diag::kWaitEdgeEventId),
+            0u);
+  EXPECT_LT(std::abs(a->replay_error_pct()), 1e-9);
+  EXPECT_EQ(a->iterations.iterations.size(), 2u);
+  std::filesystem::remove(path);
+}
+
+// A program killed mid-run leaves a file cut anywhere: every cut reads, up to its last whole
+// chunk, and says where it ends.
+TEST(EmoTraceReaderTest, AFileCutAnywhereReadsUpToItsLastWholeChunk) {
+  const std::string whole = TwoStreamLoop();
+  size_t last_kernels = 0;
+  for (size_t cut = sizeof(ef::FileHeader); cut < whole.size(); cut += 7) {
+    const auto path = WriteTemp("cut.emotrace", whole.substr(0, cut));
+    auto t = trace::ReadTrace(path);
+    ASSERT_TRUE(t.ok()) << cut << ": " << t.status().message();
+    EXPECT_EQ(t->diagnostics.Count(Diag::kTraceTruncated), 1u) << cut;
+    ASSERT_TRUE(t->meta.run.has_value());
+    EXPECT_FALSE(t->meta.run->complete);
+    EXPECT_NE(t->meta.run->end_note.find("ends at byte"), std::string::npos) << t->meta.run->end_note;
+    EXPECT_GE(t->gpu.size(), last_kernels) << "a longer prefix never reads fewer records";
+    last_kernels = t->gpu.size();
+  }
+  EXPECT_EQ(last_kernels, 4u);
+
+  // A damaged byte in a payload stops the reading at that chunk (its checksum fails).
+  std::string damaged = whole;
+  damaged[whole.size() / 2] ^= 0x5a;
+  const auto path = WriteTemp("damaged.emotrace", damaged);
+  auto t = trace::ReadTrace(path);
+  ASSERT_TRUE(t.ok());
+  EXPECT_LT(t->gpu.size(), 4u);
+  EXPECT_EQ(t->diagnostics.Count(Diag::kTraceTruncated), 1u);
+  std::filesystem::remove(path);
+}
+
+TEST(EmoTraceReaderTest, ANewerVersionIsRefusedByName) {
+  std::string bytes = TwoStreamLoop();
+  const uint32_t newer = ef::kVersion + 1;
+  std::memcpy(bytes.data() + 8, &newer, 4);
+  const auto path = WriteTemp("newer.emotrace", bytes);
+  auto t = trace::ReadTrace(path);
+  ASSERT_FALSE(t.ok());
+  EXPECT_NE(t.status().message().find(path), std::string::npos);
+  EXPECT_NE(t.status().message().find("newer"), std::string::npos);
+  std::filesystem::remove(path);
+}
+
+}  // namespace
+}  // namespace emo::testing
