@@ -80,6 +80,10 @@ Result<OverheadModel> ChooseOverheadModel(const TraceAnalysis& a, const Overhead
     if (it == o.step_times_ns.end()) it = o.step_times_ns.find(std::filesystem::path(path).filename().string());
     if (it != o.step_times_ns.end()) step_time_ns = it->second;
   }
+  // An EMO trace carries its own: the tracer timed the iterations outside its window.
+  const auto& run = a.trace->meta.run;
+  const bool from_tracer = step_time_ns <= 0 && run && run->untraced_step_ns > 0;
+  if (from_tracer) step_time_ns = run->untraced_step_ns;
   if (step_time_ns > 0) {
     // A measured unprofiled step time fixes the CPU scale of this trace exactly.
     OverheadModel m = ModelFromCalibration(*a.graph, a.iterations, a.steady, shapes, calibration);
@@ -87,7 +91,10 @@ Result<OverheadModel> ChooseOverheadModel(const TraceAnalysis& a, const Overhead
     m.ratio = m.cpu_scale * m.gauge.slowdown;  // the ratio this trace needs on its own
     m.source = OverheadSource::kStepTime;
     m.confidence = "high";
-    m.note = "CPU scale fitted to the measured unprofiled step time";
+    m.note = from_tracer ? fmt::format("CPU scale fitted to the untraced step time emo trace measured in the same run "
+                                       "({:.3f} ms, median of {} iterations)",
+                                       static_cast<double>(step_time_ns) * 1e-6, run->untraced_iterations)
+                         : "CPU scale fitted to the measured unprofiled step time";
     if (AtCpuScaleBound(m.cpu_scale)) {
       m.confidence = "low";
       m.note += m.cpu_scale > 1 ? "; the measured step is far longer than the traced one: not a profiler effect"
@@ -274,6 +281,11 @@ nlohmann::json AnalysisToJson(const TraceAnalysis& a) {
   if (a.corrected()) {
     j["iteration_time_us"]["corrected"] = NsToUs(a.timeline_ns());
     j["iteration_time_us"]["corrected_range"] = {NsToUs(a.corrected_lo_ns), NsToUs(a.corrected_hi_ns)};
+  }
+  if (const auto& run = a.trace->meta.run; run && run->untraced_step_ns > 0) {
+    // EMO traces: the tracer timed the iterations outside its window (the same program, untraced).
+    j["iteration_time_us"]["untraced"] = NsToUs(run->untraced_step_ns);
+    j["iteration_time_us"]["untraced_iterations"] = run->untraced_iterations;
   }
   j["timeline"] = a.corrected() ? "corrected" : "traced";
   j["overhead"] = OverheadToJson(a);

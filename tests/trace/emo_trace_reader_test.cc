@@ -6,6 +6,8 @@
 #include <fstream>
 #include <string>
 
+#include <nlohmann/json.hpp>
+
 #include "emo/analysis/analyze.h"
 #include "emo/trace/reader.h"
 #include "emo_trace_test_writer.h"
@@ -159,6 +161,10 @@ TEST(EmoTraceReaderTest, WaitsAreExactEdgesInTheGraph) {
             0u);
   EXPECT_LT(std::abs(a->replay_error_pct()), 1e-9);
   EXPECT_EQ(a->iterations.iterations.size(), 2u);
+  // The untraced step time the tracer measured is the analysis' measured step time.
+  EXPECT_EQ(a->overhead.source, analysis::OverheadSource::kStepTime);
+  EXPECT_NE(a->overhead.note.find("emo trace"), std::string::npos) << a->overhead.note;
+  EXPECT_DOUBLE_EQ(analysis::AnalysisToJson(*a)["iteration_time_us"]["untraced"].get<double>(), 100'000.0);
   std::filesystem::remove(path);
 }
 

@@ -21,5 +21,7 @@ void SetupDevices(CLI::App& app, int& exit_code);
 void SetupModel(CLI::App& app, int& exit_code);
 void SetupPipeline(CLI::App& app, int& exit_code);
 void SetupOptimize(CLI::App& app, int& exit_code);
+void SetupTrace(CLI::App& app, int& exit_code);
+void SetupMonitor(CLI::App& app, int& exit_code);
 
 }  // namespace emo::cli

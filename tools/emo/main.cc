@@ -13,6 +13,8 @@ constexpr emo::cli::CommandSpec kCommands[] = {
     {"model", emo::cli::SetupModel},
     {"optimize", emo::cli::SetupOptimize},
     {"pipeline", emo::cli::SetupPipeline},
+    {"trace", emo::cli::SetupTrace},
+    {"monitor", emo::cli::SetupMonitor},
 };
 
 }  // namespace

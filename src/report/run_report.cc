@@ -1,0 +1,123 @@
+#include "emo/report/run_report.h"
+
+#include <fmt/format.h>
+
+#include <nlohmann/json.hpp>
+
+#include "emo/base/text.h"
+
+namespace emo::report {
+namespace {
+
+double Ms(TimeNs ns) { return static_cast<double>(ns) * 1e-6; }
+
+// A JSON number, or null for the -1 sentinels.
+nlohmann::json OrNull(double v) { return v < 0 ? nlohmann::json(nullptr) : nlohmann::json(v); }
+
+// Tracing's cost on the step, in % of the untraced step.
+double OverheadPct(const trace::RunMeasurement& r) {
+  return 100.0 * (static_cast<double>(r.traced_step_ns) / static_cast<double>(r.untraced_step_ns) - 1.0);
+}
+
+}  // namespace
+
+nlohmann::json RunToJson(const std::string& path, const trace::Trace& t) {
+  nlohmann::json j;
+  j["path"] = path;
+  j["format"] = t.meta.format;
+  j["rank"] = t.meta.rank;
+  if (!t.meta.run) {
+    j["note"] = "not an EMO trace: no run measurements";
+    return j;
+  }
+  const auto& r = *t.meta.run;
+  j["mode"] = r.mode;
+  j["host"] = r.host;
+  j["pid"] = r.pid;
+  j["complete"] = r.complete;
+  j["end_note"] = r.end_note;
+  j["iterations"] = {{"found", r.iterations},
+                     {"source", r.iteration_source},
+                     {"traced", r.traced_iterations},
+                     {"untraced_used", r.untraced_iterations}};
+  const bool both = r.untraced_step_ns > 0 && r.traced_step_ns > 0;
+  j["step_time_ms"] = {{"untraced", OrNull(r.untraced_step_ns > 0 ? Ms(r.untraced_step_ns) : -1)},
+                       {"untraced_p10", OrNull(r.untraced_step_p10_ns > 0 ? Ms(r.untraced_step_p10_ns) : -1)},
+                       {"untraced_p90", OrNull(r.untraced_step_p90_ns > 0 ? Ms(r.untraced_step_p90_ns) : -1)},
+                       {"traced", OrNull(r.traced_step_ns > 0 ? Ms(r.traced_step_ns) : -1)},
+                       {"tracing_overhead_pct", both ? nlohmann::json(OverheadPct(r)) : nlohmann::json(nullptr)}};
+  nlohmann::json gpus = nlohmann::json::array();
+  for (const auto& g : r.gpus) {
+    const bool measured = g.iterations > 0 && g.energy_j >= 0;
+    gpus.push_back({{"device", g.device},
+                    {"name", g.name},
+                    {"energy_per_iteration_j", measured ? nlohmann::json(g.energy_per_iteration_j) : nlohmann::json(nullptr)},
+                    {"uncertainty_per_iteration_j", measured ? nlohmann::json(g.uncertainty_per_iteration_j) : nlohmann::json(nullptr)},
+                    {"window_iterations", g.iterations},
+                    {"window_s", static_cast<double>(g.window_end - g.window_start) * 1e-9},
+                    {"window_energy_j", measured ? nlohmann::json(g.energy_j) : nlohmann::json(nullptr)},
+                    {"counter_period_ms", Ms(g.counter_period_ns)},
+                    {"busy_power_w", measured ? nlohmann::json(g.busy_power_w) : nlohmann::json(nullptr)},
+                    {"idle_power_w", OrNull(g.idle_power_w)},
+                    {"counter_reads", g.counter_reads},
+                    {"power_samples", g.power_samples}});
+  }
+  j["gpus"] = gpus;
+  j["records"] = {{"gpu_ops", t.gpu.size()}, {"cpu_events", t.cpu.size()}, {"dropped", r.dropped_records}};
+  nlohmann::json per = nlohmann::json::array();
+  for (size_t i = 0; i < r.iteration_ns.size(); ++i) {
+    per.push_back({{"ms", Ms(r.iteration_ns[i])}, {"traced", static_cast<bool>(r.iteration_traced[i])}});
+  }
+  j["iteration_times"] = per;
+  return j;
+}
+
+std::string RunText(const std::string& path, const trace::Trace& t) {
+  std::string s = fmt::format("{}\n", path);
+  if (!t.meta.run) return s + "  not an EMO trace: no run measurements\n";
+  const auto& r = *t.meta.run;
+  s += fmt::format("  process           pid {} on {}{}\n", r.pid, r.host.empty() ? "?" : r.host,
+                   t.meta.rank >= 0 ? fmt::format(", rank {}", t.meta.rank) : "");
+  if (r.iterations == 0) {
+    s += "  iterations        none found (no NVTX iteration range, no repeating launch sequence): no step time or "
+         "energy per iteration\n";
+  } else {
+    s += fmt::format("  iterations        {} found ({}){}\n", r.iterations,
+                     r.iteration_source == "nvtx" ? "NVTX ranges" : "period of the kernel-launch sequence",
+                     r.mode == "trace" ? fmt::format(", {} traced", r.traced_iterations) : "");
+  }
+  if (r.untraced_step_ns > 0) {
+    s += fmt::format("  step time         {:.3f} ms untraced (median of {}, p10-p90 {:.3f}-{:.3f} ms)", Ms(r.untraced_step_ns),
+                     r.untraced_iterations, Ms(r.untraced_step_p10_ns), Ms(r.untraced_step_p90_ns));
+    if (r.traced_step_ns > 0) s += fmt::format(", {:.3f} ms traced ({:+.1f} %)", Ms(r.traced_step_ns), OverheadPct(r));
+    s += "\n";
+  } else if (r.traced_step_ns > 0) {
+    s += fmt::format("  step time         {:.3f} ms traced; no untraced iterations to compare (run more iterations)\n",
+                     Ms(r.traced_step_ns));
+  }
+  for (const auto& g : r.gpus) {
+    s += fmt::format("  GPU {} {:<12}", g.device, g.name.empty() ? "(unnamed)" : g.name);
+    if (g.iterations > 0 && g.energy_j >= 0) {
+      s += fmt::format(" {:.3f} J per iteration +- {:.3f} J over {} ({:.2f} s, NVML counter updating every {:.0f} ms); "
+                       "{:.0f} W busy",
+                       g.energy_per_iteration_j, g.uncertainty_per_iteration_j, Plural(static_cast<uint64_t>(g.iterations), "iteration"),
+                       static_cast<double>(g.window_end - g.window_start) * 1e-9, Ms(g.counter_period_ns), g.busy_power_w);
+    } else if (g.counter_reads == 0) {
+      s += " no energy readings (NVML unavailable?)";
+    } else {
+      s += " no energy per iteration: the counter reads do not cover untraced iterations";
+    }
+    if (g.idle_power_w >= 0) s += fmt::format(", {:.0f} W idle before the first iteration", g.idle_power_w);
+    s += "\n";
+  }
+  if (r.mode == "trace") {
+    s += fmt::format("  recorded          {}, {}; {}\n", Plural(t.gpu.size(), "GPU op"), Plural(t.cpu.size(), "CPU event"),
+                     r.dropped_records > 0 ? fmt::format("{} LOST (raise --buffer-mib or trace fewer iterations)",
+                                                         Plural(static_cast<uint64_t>(r.dropped_records), "record"))
+                                           : "none dropped");
+  }
+  if (!r.complete) s += fmt::format("  incomplete        {}\n", r.end_note);
+  return s;
+}
+
+}  // namespace emo::report

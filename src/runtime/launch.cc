@@ -1,0 +1,181 @@
+#include "emo/runtime/launch.h"
+
+#include <fmt/format.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <regex>
+#include <utility>
+
+namespace emo::runtime {
+namespace {
+
+namespace fs = std::filesystem;
+
+constexpr const char* kLibraryName = "libemo_inject.so";
+
+int64_t RealtimeNs() {
+  timespec ts{};
+  clock_gettime(CLOCK_REALTIME, &ts);
+  return static_cast<int64_t>(ts.tv_sec) * 1'000'000'000 + ts.tv_nsec;
+}
+
+// The child's pid while it runs, for the signal forwarder.
+volatile sig_atomic_t g_child = 0;
+
+void Forward(int sig) {
+  if (g_child > 0) kill(static_cast<pid_t>(g_child), sig);
+}
+
+// A regex matching the file names an output pattern's %-fields can produce.
+std::string PatternRegex(const std::string& name) {
+  std::string re;
+  for (size_t i = 0; i < name.size(); ++i) {
+    const char c = name[i];
+    if (c == '%' && i + 1 < name.size()) {
+      const char f = name[++i];
+      if (f == 'r') re += "(pid)?[0-9]+";
+      else if (f == 'p') re += "[0-9]+";
+      else if (f == 'h') re += "[^/]+";
+      else if (f == '%') re += "%";
+      else re += std::string("%") + f;
+      continue;
+    }
+    if (std::strchr(".^$|()[]{}*+?\\", c) != nullptr) re += '\\';
+    re += c;
+  }
+  return re;
+}
+
+}  // namespace
+
+Result<std::string> FindInjectionLibrary() {
+  std::vector<std::string> tried;
+  if (const char* env = std::getenv("EMO_INJECT_LIB"); env != nullptr && *env != '\0') {
+    if (fs::exists(env)) return std::string(env);
+    tried.push_back(fmt::format("{} ($EMO_INJECT_LIB)", env));
+  }
+  std::error_code ec;
+  const fs::path exe = fs::read_symlink("/proc/self/exe", ec);
+  if (!ec) {
+    for (const fs::path& p : {exe.parent_path() / kLibraryName, exe.parent_path().parent_path() / "lib" / kLibraryName}) {
+      if (fs::exists(p)) return fs::absolute(p).string();
+      tried.push_back(p.string());
+    }
+  }
+#ifdef EMO_INJECT_BUILD_PATH
+  if (fs::exists(EMO_INJECT_BUILD_PATH)) return std::string(EMO_INJECT_BUILD_PATH);
+  tried.push_back(EMO_INJECT_BUILD_PATH);
+#endif
+  std::string list;
+  for (const auto& t : tried) list += fmt::format("{}{}", list.empty() ? "" : ", ", t);
+  return NotFound(fmt::format(
+      "EMO's tracer library {} was not found (looked in: {}); this emo was built without CUPTI (the CUDA "
+      "toolkit was not found when it was built), or the library was not installed beside it",
+      kLibraryName, list));
+}
+
+std::vector<std::string> FindOutputs(const std::string& pattern, int64_t since_ns) {
+  const fs::path p(pattern);
+  const fs::path dir = p.has_parent_path() ? p.parent_path() : fs::path(".");
+  const std::regex re(PatternRegex(p.filename().string()));
+  std::vector<std::pair<int64_t, std::string>> found;
+  std::error_code ec;
+  for (const auto& entry : fs::directory_iterator(dir, ec)) {
+    if (!entry.is_regular_file(ec) || !std::regex_match(entry.path().filename().string(), re)) continue;
+    struct stat st{};
+    if (stat(entry.path().c_str(), &st) != 0) continue;
+    const int64_t mtime = static_cast<int64_t>(st.st_mtim.tv_sec) * 1'000'000'000 + st.st_mtim.tv_nsec;
+    // File systems keep coarse times: a second of slack, then the newest first run wins.
+    if (mtime + 1'000'000'000 < since_ns) continue;
+    found.emplace_back(mtime, (p.has_parent_path() ? entry.path() : entry.path().filename()).string());
+  }
+  std::sort(found.begin(), found.end());
+  std::vector<std::string> files;
+  for (auto& f : found) files.push_back(std::move(f.second));
+  return files;
+}
+
+Result<LaunchResult> RunUnderTracer(const LaunchOptions& o) {
+  if (o.command.empty()) return InvalidArgument("no program to run: give it after `--`, e.g. `emo trace -- python train.py`");
+  LaunchResult result;
+  result.injection_library = o.injection_library;
+  if (result.injection_library.empty()) {
+    auto lib = FindInjectionLibrary();
+    if (!lib.ok()) return lib.status();
+    result.injection_library = *lib;
+  }
+  const std::string out_dir = fs::path(o.output).has_parent_path() ? fs::path(o.output).parent_path().string() : ".";
+  std::error_code ec;
+  if (!fs::is_directory(out_dir, ec)) {
+    return NotFound(fmt::format("the output folder {} (of -o {}) does not exist", out_dir, o.output));
+  }
+  // Before the fork: the child only calls async-signal-safe functions and exec.
+  std::vector<std::string> env = {
+      "CUDA_INJECTION64_PATH=" + result.injection_library,
+      "EMO_TRACE_OUT=" + fs::absolute(o.output).string(),
+      "EMO_TRACE_MODE=" + o.mode,
+      fmt::format("EMO_TRACE_WARMUP={}", o.warmup),
+      fmt::format("EMO_TRACE_ITERATIONS={}", o.iterations),
+      fmt::format("EMO_TRACE_BUFFER_MIB={}", o.buffer_mib),
+  };
+  if (!o.nvtx_regex.empty()) env.push_back("EMO_TRACE_NVTX_REGEX=" + o.nvtx_regex);
+  for (char** e = environ; *e != nullptr; ++e) {
+    const std::string_view kv(*e);
+    const std::string_view key = kv.substr(0, kv.find('='));
+    const bool ours = key == "CUDA_INJECTION64_PATH" || key.starts_with("EMO_TRACE_");
+    if (!ours) env.emplace_back(kv);
+  }
+  std::vector<char*> envp, argv;
+  for (auto& e : env) envp.push_back(e.data());
+  envp.push_back(nullptr);
+  std::vector<std::string> args = o.command;
+  for (auto& a : args) argv.push_back(a.data());
+  argv.push_back(nullptr);
+
+  const int64_t start_ns = RealtimeNs();
+  const pid_t pid = fork();
+  if (pid < 0) return IoError(fmt::format("cannot start {}: fork failed: {}", o.command[0], std::strerror(errno)));
+  if (pid == 0) {
+    execvpe(argv[0], argv.data(), envp.data());
+    // No allocation between fork and exit: the message is written piece by piece.
+    const char* why = std::strerror(errno);
+    for (const char* part : std::initializer_list<const char*>{"emo: cannot run ", argv[0], ": ", why, "\n"}) {
+      (void)!write(STDERR_FILENO, part, std::strlen(part));
+    }
+    _exit(127);
+  }
+  g_child = pid;
+  struct sigaction forward{}, old_int{}, old_term{};
+  forward.sa_handler = Forward;
+  sigemptyset(&forward.sa_mask);
+  sigaction(SIGINT, &forward, &old_int);
+  sigaction(SIGTERM, &forward, &old_term);
+  int status = 0;
+  pid_t waited;
+  do {
+    waited = waitpid(pid, &status, 0);
+  } while (waited < 0 && errno == EINTR);
+  sigaction(SIGINT, &old_int, nullptr);
+  sigaction(SIGTERM, &old_term, nullptr);
+  g_child = 0;
+  if (waited < 0) return IoError(fmt::format("waiting for {} failed: {}", o.command[0], std::strerror(errno)));
+  if (WIFEXITED(status)) {
+    result.exit_code = WEXITSTATUS(status);
+  } else if (WIFSIGNALED(status)) {
+    result.signal = WTERMSIG(status);
+    result.exit_code = 128 + result.signal;
+  }
+  result.files = FindOutputs(fs::absolute(o.output).string(), start_ns);
+  return result;
+}
+
+}  // namespace emo::runtime
