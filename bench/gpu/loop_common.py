@@ -1,0 +1,180 @@
+"""Shared harness of the PyTorch bench loops (train_loop.py, decode_loop.py).
+
+A workload gives a `step()` that ends in a host synchronization of its own (`loss.item()` in
+training, the generated tokens copied to the host in decode), as user code does. The harness:
+  - runs `--steps` steps in all; the first `--warmup` are untimed (allocator, cuBLAS and
+    attention-kernel selection), the rest form the timed region;
+  - calls torch.cuda.synchronize() only at the two boundaries of the timed region (the steps
+    synchronize themselves), and times each step with time.perf_counter() from just before the
+    step to just after its own sync;
+  - with `--nvtx`, wraps every step (warm-up ones too) in torch.cuda.nvtx.range_push("step") /
+    range_pop(), for testing NVTX iteration detection; without it the code is plain user code;
+  - with `--torch-profiler OUT.json`, runs the timed region inside torch.profiler.profile
+    (CPU+CUDA, record_shapes off, schedule wait/warmup/active, repeat=1), calls prof.step()
+    after each step outside the step's timing, exports a Chrome trace after the loop, and
+    reports the step-time medians of the un-profiled and the profiled steps separately;
+  - with `--nvml-energy`, reads the NVML energy counter at the two synchronized boundaries
+    (energy_check.py: getters only) and adds energy_per_step_j and window_s;
+  - prints ONE JSON line on stdout (everything else goes to stderr):
+    {"workload", "median_step_ms", "steps", "timed_steps", ..., "step_ms": [every step, warm-up
+    included, in order]}.
+"""
+import argparse
+import json
+import os
+import statistics
+import sys
+import time
+
+
+def add_args(ap, steps, warmup):
+    ap.add_argument("--steps", type=int, default=steps, help=f"steps run in all, warm-up included (default {steps})")
+    ap.add_argument("--warmup", type=int, default=warmup,
+                    help=f"untimed steps at the start (default {warmup}); the rest are timed")
+    ap.add_argument("--nvtx", action="store_true", help='wrap each step in an NVTX range "step"')
+    ap.add_argument("--torch-profiler", metavar="OUT.json",
+                    help="run the timed region under torch.profiler and export a Chrome trace here")
+    ap.add_argument("--prof-wait", type=int, default=1, help="profiler schedule: wait steps (default 1)")
+    ap.add_argument("--prof-warmup", type=int, default=3, help="profiler schedule: warmup steps (default 3)")
+    ap.add_argument("--prof-active", type=int, default=10, help="profiler schedule: active steps (default 10)")
+    ap.add_argument("--prof-no-sync-events", action="store_true",
+                    help="leave out CUDA sync events from the profiler trace (on by default, as in ../shared traces)")
+    ap.add_argument("--nvml-energy", action="store_true",
+                    help="measure NVML energy over the timed region (adds energy_per_step_j, window_s)")
+    ap.add_argument("--no-step-list", action="store_true", help="leave out step_ms (the list of every step)")
+    ap.add_argument("--device", type=int, default=0, help="CUDA device index (default 0)")
+    ap.add_argument("--seed", type=int, default=0)
+
+
+def log(*a):
+    print(*a, file=sys.stderr, flush=True)
+
+
+def _stats(ms):
+    if not ms:
+        return {"median": None, "mean": None, "p10": None, "p90": None, "n": 0}
+    q = statistics.quantiles(ms, n=10) if len(ms) >= 2 else [ms[0]] * 9
+    return {"median": statistics.median(ms), "mean": statistics.fmean(ms), "p10": q[0], "p90": q[-1], "n": len(ms)}
+
+
+def _profiler(args, torch):
+    from torch.profiler import ProfilerActivity, profile, schedule
+
+    kw = {}
+    if not args.prof_no_sync_events:
+        try:
+            kw["experimental_config"] = torch._C._profiler._ExperimentalConfig(enable_cuda_sync_events=True)
+        except Exception as e:  # older/newer torch without it: trace without sync events, say so
+            log(f"torch profiler: no cuda sync events ({e})")
+    sched = schedule(wait=args.prof_wait, warmup=args.prof_warmup, active=args.prof_active, repeat=1)
+    prof = profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA], schedule=sched, record_shapes=False,
+                   **kw)
+    return prof, ("experimental_config" in kw)
+
+
+def _phase(args, j):
+    """The profiler's phase in timed step j (0-based): what schedule(j) does with it."""
+    if j < args.prof_wait:
+        return "before"
+    if j < args.prof_wait + args.prof_warmup:
+        return "prof_warmup"
+    if j < args.prof_wait + args.prof_warmup + args.prof_active:
+        return "active"
+    return "after"
+
+
+def run(workload, args, step, extra=None):
+    """Runs the loop of `step` per `args` and prints the JSON line. `extra`: fields to add (a dict, or
+    a function called after the loop that returns one)."""
+    import torch
+
+    if args.warmup < 0 or args.steps <= args.warmup:
+        sys.exit(f"{workload}: --steps ({args.steps}) must exceed --warmup ({args.warmup})")
+    if args.torch_profiler and args.steps - args.warmup < args.prof_wait + args.prof_warmup + args.prof_active:
+        sys.exit(f"{workload}: the timed region ({args.steps - args.warmup} steps) is shorter than the profiler "
+                 f"schedule ({args.prof_wait}+{args.prof_warmup}+{args.prof_active})")
+    nvtx = torch.cuda.nvtx if args.nvtx else None
+    step_ms = []
+
+    def one():
+        t0 = time.perf_counter()
+        if nvtx:
+            nvtx.range_push("step")
+        step()
+        if nvtx:
+            nvtx.range_pop()
+        step_ms.append((time.perf_counter() - t0) * 1e3)
+
+    for _ in range(args.warmup):
+        one()
+
+    energy = None
+    if args.nvml_energy:
+        from energy_check import EnergyWindow, for_torch_device
+        energy = EnergyWindow(for_torch_device(args.device))
+
+    timed = args.steps - args.warmup
+    prof, sync_events = (None, False)
+    prof_step_s = 0.0
+    if args.torch_profiler:
+        prof, sync_events = _profiler(args, torch)
+
+    torch.cuda.synchronize()
+    if energy:
+        energy.start()
+    t_region = time.perf_counter()
+    if prof:
+        with prof:
+            for _ in range(timed):
+                one()
+                s = time.perf_counter()
+                prof.step()
+                prof_step_s += time.perf_counter() - s
+            torch.cuda.synchronize()
+    else:
+        for _ in range(timed):
+            one()
+    torch.cuda.synchronize()
+    region_s = time.perf_counter() - t_region
+    e = energy.stop(timed) if energy else None
+
+    timed_ms = step_ms[args.warmup:]
+    st = _stats(timed_ms)
+    out = {"workload": workload, "median_step_ms": st["median"], "steps": args.steps, "timed_steps": timed,
+           "warmup_steps": args.warmup, "mean_step_ms": st["mean"], "p10_step_ms": st["p10"],
+           "p90_step_ms": st["p90"], "region_s": region_s, "region_ms_per_step": region_s * 1e3 / timed,
+           "nvtx": bool(args.nvtx), "timing": "perf_counter per step (the step syncs itself); "
+                                              "torch.cuda.synchronize only at the timed region's ends"}
+    if prof:
+        by = {}
+        for j, ms in enumerate(timed_ms):
+            by.setdefault(_phase(args, j), []).append(ms)
+        unprof = by.get("before", []) + by.get("after", [])
+        t = time.perf_counter()
+        prof.export_chrome_trace(args.torch_profiler)
+        out.update({
+            "median_step_ms": _stats(unprof)["median"],  # the un-profiled steps of this process
+            "all_timed_median_step_ms": st["median"],
+            "profiled_median_step_ms": _stats(by.get("active", []))["median"],
+            "profiled_steps": len(by.get("active", [])),
+            "prof_warmup_median_step_ms": _stats(by.get("prof_warmup", []))["median"],
+            "before_profiler_median_step_ms": _stats(by.get("before", []))["median"],
+            "after_profiler_median_step_ms": _stats(by.get("after", []))["median"],
+            "unprofiled_steps": len(unprof),
+            "profiler": {"schedule": {"wait": args.prof_wait, "warmup": args.prof_warmup,
+                                      "active": args.prof_active, "repeat": 1},
+                         "record_shapes": False, "cuda_sync_events": sync_events,
+                         "prof_step_calls_s": prof_step_s, "export_s": time.perf_counter() - t,
+                         "trace": args.torch_profiler, "trace_bytes": os.path.getsize(args.torch_profiler)},
+        })
+    if e:
+        out.update(e)
+    out.update({"device": torch.cuda.get_device_name(args.device), "torch": torch.__version__})
+    if callable(extra):
+        extra = extra()
+    if extra:
+        out.update(extra)
+    if not args.no_step_list:
+        out["step_ms"] = [round(x, 4) for x in step_ms]
+    sys.stdout.write(json.dumps(out) + "\n")
+    sys.stdout.flush()

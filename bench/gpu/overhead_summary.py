@@ -1,0 +1,288 @@
+#!/usr/bin/env python3
+"""Summarizes the runs of bench/gpu/overhead.sh into one JSON (standard library only).
+
+Reads WORK/runs/<workload>_<mode>_r<round>.{out,err,rc,wall} (and, for `emo` runs,
+.emo.json from `emo trace --json` and .analyze.json from `emo analyze --json` where they
+exist) and WORK/meta.json; writes the summary (default WORK/summary.json). Tolerant: a field it
+cannot find is null, and a run that failed is counted, not fatal. Usable here, too, on the
+unpacked runs.tar.gz:  python3 bench/gpu/overhead_summary.py DIR [--out F]
+
+Per workload (`monitor` runs, if any, keep emo monitor's JSON as written beside the program's own
+NVML energy per step):
+  plain.median_step_ms            median over rounds of each plain run's own median step time
+  emo.median_step_ms              the same for the runs under `emo trace` (the program's timing)
+  emo.window_median_step_ms       the program's steps inside the traced window, ASSUMED to be
+                                  steps [emo_warmup, emo_warmup + emo_iterations) of the program
+                                  (the tracer's iteration k == the program's step k)
+  emo.outside_median_step_ms      the program's timed steps outside that window
+  emo.reported_untraced_step_ms   emo's own untraced step time (iteration_time_us.untraced of
+                                  its --json, or of `emo analyze --json` of its trace; else a
+                                  number on a line of its output that says "untraced"); null if none
+  emo.reported_traced_step_ms     iteration_time_us.measured, where present
+  torchprof.unprofiled_median_step_ms / profiled_median_step_ms / after_profiler_median_step_ms
+  energy_per_step_j per mode (from --nvml-energy), and emo's energy.measured_j_per_iteration
+  ratios: each of the above over plain, emo's untraced over the program's outside-window steps.
+"""
+import argparse
+import glob
+import json
+import os
+import re
+import statistics
+
+RUN_RE = re.compile(r"^(?P<wl>.+)_(?P<mode>plain|emo|torchprof|monitor)_r(?P<round>\d+)$")
+UNIT_MS = {"ns": 1e-6, "us": 1e-3, "µs": 1e-3, "ms": 1.0, "s": 1e3}
+
+
+def read(path):
+    try:
+        with open(path, errors="replace") as f:
+            return f.read()
+    except OSError:
+        return None
+
+
+def load_json(path):
+    text = read(path)
+    if text is None:
+        return None
+    try:
+        return json.loads(text)
+    except ValueError:
+        return None
+
+
+def program_line(stdout):
+    """The program's JSON line: the last stdout line that parses as an object with 'workload'."""
+    for line in reversed((stdout or "").splitlines()):
+        line = line.strip()
+        if line.startswith("{") and '"workload"' in line:
+            try:
+                return json.loads(line)
+            except ValueError:
+                continue
+    return None
+
+
+def med(xs):
+    xs = [x for x in xs if isinstance(x, (int, float))]
+    return statistics.median(xs) if xs else None
+
+
+def ratio(a, b):
+    return a / b if isinstance(a, (int, float)) and isinstance(b, (int, float)) and b else None
+
+
+def walk(obj, path=()):
+    if isinstance(obj, dict):
+        for k, v in obj.items():
+            yield from walk(v, path + (str(k),))
+    elif isinstance(obj, list):
+        for i, v in enumerate(obj):
+            yield from walk(v, path + (str(i),))
+    else:
+        yield path, obj
+
+
+def unit_of(key):
+    for suffix, scale in (("_ns", 1e-6), ("_us", 1e-3), ("_ms", 1.0), ("_s", 1e3)):
+        if key.endswith(suffix):
+            return scale
+    return None
+
+
+def emo_fields(docs):
+    """emo's untraced/traced step time (ms) and energy per iteration from its JSON documents."""
+    found = {"reported_untraced_step_ms": None, "reported_traced_step_ms": None,
+             "reported_energy_j_per_iteration": None, "reported_source": None}
+    for name, doc in docs:
+        if not isinstance(doc, (dict, list)):
+            continue
+        for path, v in walk(doc):
+            if not isinstance(v, (int, float)) or isinstance(v, bool):
+                continue
+            low = [p.lower() for p in path]
+            # the contract: iteration_time_us: {measured, untraced}, energy: {measured_j_per_iteration}
+            if found["reported_untraced_step_ms"] is None and len(low) >= 2 and low[-1] == "untraced" \
+                    and low[-2].startswith("iteration_time"):
+                scale = unit_of(low[-2]) or 1e-3
+                found["reported_untraced_step_ms"] = v * scale
+                found["reported_source"] = f"{name}:{'.'.join(path)}"
+            elif found["reported_traced_step_ms"] is None and len(low) >= 2 and low[-1] == "measured" \
+                    and low[-2].startswith("iteration_time"):
+                found["reported_traced_step_ms"] = v * (unit_of(low[-2]) or 1e-3)
+            elif found["reported_energy_j_per_iteration"] is None and low[-1] == "measured_j_per_iteration":
+                found["reported_energy_j_per_iteration"] = v
+        if found["reported_untraced_step_ms"] is None:  # any other key that says untraced, with a unit
+            for path, v in walk(doc):
+                if isinstance(v, (int, float)) and not isinstance(v, bool) and \
+                        any("untraced" in p.lower() for p in path):
+                    scale = unit_of(path[-1].lower()) or (unit_of(path[-2].lower()) if len(path) > 1 else None)
+                    if scale is not None:
+                        found["reported_untraced_step_ms"] = v * scale
+                        found["reported_source"] = f"{name}:{'.'.join(path)}"
+                        break
+    return found
+
+
+def emo_text_untraced(text):
+    """A number with a time unit on a line of emo's output that mentions 'untraced'."""
+    for line in (text or "").splitlines():
+        if "untraced" in line.lower() and not line.lstrip().startswith("{"):
+            m = re.search(r"untraced[^0-9\n]*([0-9]+(?:\.[0-9]+)?)\s*(ns|us|µs|ms|s)\b", line, re.I)
+            if m:
+                return float(m.group(1)) * UNIT_MS[m.group(2).lower()], line.strip()
+    return None, None
+
+
+def collect(work, emo_warmup, emo_iters):
+    runs = {}
+    for rc_path in sorted(glob.glob(os.path.join(work, "runs", "*.rc"))):
+        name = os.path.basename(rc_path)[:-3]
+        m = RUN_RE.match(name)
+        if not m:
+            continue
+        base = rc_path[:-3]
+        out, err = read(base + ".out"), read(base + ".err")
+        rc_text = (read(rc_path) or "").strip()
+        rec = {"name": name, "round": int(m["round"]), "rc": int(rc_text) if rc_text.lstrip("-").isdigit() else None,
+               "wall_s": None}
+        try:
+            rec["wall_s"] = float((read(base + ".wall") or "").strip())
+        except ValueError:
+            pass
+        line = program_line(out)
+        rec["program"] = line
+        if m["mode"] == "emo":
+            docs = [(os.path.basename(p), load_json(p)) for p in (base + ".emo.json", base + ".analyze.json")]
+            rec["emo"] = emo_fields(docs)
+            if rec["emo"]["reported_untraced_step_ms"] is None:
+                v, src = emo_text_untraced((out or "") + "\n" + (err or ""))
+                rec["emo"]["reported_untraced_step_ms"] = v
+                rec["emo"]["reported_source"] = f"text: {src}" if src else None
+            steps = (line or {}).get("step_ms")
+            warm = (line or {}).get("warmup_steps")
+            if isinstance(steps, list) and isinstance(warm, int):
+                lo, hi = emo_warmup, emo_warmup + emo_iters
+                inside = [x for i, x in enumerate(steps) if lo <= i < hi and i >= warm]
+                outside = [x for i, x in enumerate(steps) if i >= warm and not lo <= i < hi]
+                rec["emo"]["window_median_step_ms"] = med(inside)
+                rec["emo"]["window_steps"] = len(inside)
+                rec["emo"]["outside_median_step_ms"] = med(outside)
+        if m["mode"] == "monitor":
+            rec["monitor_json"] = load_json(base + ".monitor.json")
+        if line and "step_ms" in line:
+            line.pop("step_ms")  # keep the summary small; runs.tar.gz has them
+        runs.setdefault(m["wl"], {}).setdefault(m["mode"], []).append(rec)
+    return runs
+
+
+def agg(recs, key, sub=None):
+    vals = []
+    for r in recs:
+        src = r.get(sub) if sub else r.get("program")
+        if isinstance(src, dict):
+            vals.append(src.get(key))
+    vals = [v for v in vals if isinstance(v, (int, float))]
+    if not vals:
+        return {"median": None, "min": None, "max": None, "runs": []}
+    m = statistics.median(vals)
+    return {"median": m, "min": min(vals), "max": max(vals), "spread_pct": 100.0 * (max(vals) - min(vals)) / m if m else None,
+            "runs": vals}
+
+
+def summarize(runs, meta):
+    out = {"about": "bench/gpu/overhead.sh: the same program in fresh processes, interleaved rounds of plain, under "
+                    "`emo trace`, and under torch.profiler (python workloads). Step times in ms, each run's own median "
+                    "over its timed steps; per mode, the median (and min/max) over rounds. emo.window_* ASSUMES the "
+                    "tracer's traced iterations are the program's steps [emo_warmup, emo_warmup+emo_iterations). "
+                    "Energy from the program's own NVML reads (--nvml-energy) over its timed region; the counter "
+                    "moves every ~100 ms, so short windows carry energy_bound_pct of uncertainty.",
+           "meta": meta, "workloads": {}}
+    for wl, modes in sorted(runs.items()):
+        w = {}
+        plain = modes.get("plain", [])
+        emo = modes.get("emo", [])
+        tp = modes.get("torchprof", [])
+        w["plain"] = {"median_step_ms": agg(plain, "median_step_ms"), "mean_step_ms": agg(plain, "mean_step_ms"),
+                      "energy_per_step_j": agg(plain, "energy_per_step_j"), "window_s": agg(plain, "window_s"),
+                      "failed_runs": sum(1 for r in plain if r["rc"] != 0 or not r["program"])}
+        if emo:
+            w["emo"] = {"median_step_ms": agg(emo, "median_step_ms"), "mean_step_ms": agg(emo, "mean_step_ms"),
+                        "window_median_step_ms": agg(emo, "window_median_step_ms", "emo"),
+                        "outside_median_step_ms": agg(emo, "outside_median_step_ms", "emo"),
+                        "reported_untraced_step_ms": agg(emo, "reported_untraced_step_ms", "emo"),
+                        "reported_traced_step_ms": agg(emo, "reported_traced_step_ms", "emo"),
+                        "reported_energy_j_per_iteration": agg(emo, "reported_energy_j_per_iteration", "emo"),
+                        "reported_source": next((r["emo"]["reported_source"] for r in emo
+                                                 if r.get("emo", {}).get("reported_source")), None),
+                        "energy_per_step_j": agg(emo, "energy_per_step_j"),
+                        "failed_runs": sum(1 for r in emo if r["rc"] != 0 or not r["program"]),
+                        "rcs": [r["rc"] for r in emo]}
+            # same-run comparison, per run, then the median over rounds
+            per_run = [ratio(r["emo"].get("reported_untraced_step_ms"), r["emo"].get("outside_median_step_ms"))
+                       for r in emo if r.get("emo")]
+            w["emo"]["untraced_over_program_outside_per_run"] = per_run
+        if tp:
+            w["torchprof"] = {k: agg(tp, k) for k in ("median_step_ms", "profiled_median_step_ms",
+                                                      "after_profiler_median_step_ms", "before_profiler_median_step_ms",
+                                                      "prof_warmup_median_step_ms", "energy_per_step_j")}
+            w["torchprof"]["unprofiled_median_step_ms"] = w["torchprof"].pop("median_step_ms")
+            w["torchprof"]["failed_runs"] = sum(1 for r in tp if r["rc"] != 0 or not r["program"])
+            w["torchprof"]["trace_bytes"] = [((r["program"] or {}).get("profiler") or {}).get("trace_bytes") for r in tp]
+            w["torchprof"]["export_s"] = [((r["program"] or {}).get("profiler") or {}).get("export_s") for r in tp]
+        mon = modes.get("monitor", [])
+        if mon:  # `emo monitor --json`: its JSON as written, beside the program's own NVML window
+            w["monitor"] = {"median_step_ms": agg(mon, "median_step_ms"),
+                            "energy_per_step_j": agg(mon, "energy_per_step_j"),
+                            "monitor_json": [r.get("monitor_json") for r in mon],
+                            "failed_runs": sum(1 for r in mon if r["rc"] != 0 or not r["program"])}
+        p = w["plain"]["median_step_ms"]["median"]
+        rat = {}
+        if emo:
+            e = w["emo"]
+            rat["emo_over_plain"] = ratio(e["median_step_ms"]["median"], p)
+            rat["emo_window_over_plain"] = ratio(e["window_median_step_ms"]["median"], p)
+            rat["emo_outside_over_plain"] = ratio(e["outside_median_step_ms"]["median"], p)
+            rat["emo_reported_untraced_over_plain"] = ratio(e["reported_untraced_step_ms"]["median"], p)
+            rat["emo_reported_untraced_over_program_outside"] = med(e["untraced_over_program_outside_per_run"])
+            rat["emo_energy_over_plain"] = ratio(e["energy_per_step_j"]["median"], w["plain"]["energy_per_step_j"]["median"])
+        if tp:
+            t = w["torchprof"]
+            rat["torchprof_profiled_over_plain"] = ratio(t["profiled_median_step_ms"]["median"], p)
+            rat["torchprof_unprofiled_over_plain"] = ratio(t["unprofiled_median_step_ms"]["median"], p)
+            rat["torchprof_after_over_plain"] = ratio(t["after_profiler_median_step_ms"]["median"], p)
+            rat["torchprof_profiled_over_unprofiled"] = ratio(t["profiled_median_step_ms"]["median"],
+                                                              t["unprofiled_median_step_ms"]["median"])
+        w["ratios"] = rat
+        w["runs"] = {mode: [{k: v for k, v in r.items()} for r in recs] for mode, recs in modes.items()}
+        out["workloads"][wl] = w
+    return out
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("work", help="the work folder of overhead.sh (holds runs/ and meta.json)")
+    ap.add_argument("--out", help="summary file (default WORK/summary.json)")
+    args = ap.parse_args()
+    meta = load_json(os.path.join(args.work, "meta.json")) or {}
+    emo_warmup = int(meta.get("emo_warmup", 50))
+    emo_iters = int(meta.get("emo_iterations", 20))
+    s = summarize(collect(args.work, emo_warmup, emo_iters), meta)
+    path = args.out or os.path.join(args.work, "summary.json")
+    with open(path, "w") as f:
+        json.dump(s, f, indent=1)
+    for wl, w in s["workloads"].items():
+        p = w["plain"]["median_step_ms"]["median"]
+        r = w["ratios"]
+        fmt = lambda x: "null" if x is None else f"{x:.3f}"  # noqa: E731
+        print(f"{wl}: plain {fmt(p)} ms; emo/plain {fmt(r.get('emo_over_plain'))} "
+              f"(window {fmt(r.get('emo_window_over_plain'))}, outside {fmt(r.get('emo_outside_over_plain'))}); "
+              f"emo untraced/outside {fmt(r.get('emo_reported_untraced_over_program_outside'))}; "
+              f"torchprof profiled/plain {fmt(r.get('torchprof_profiled_over_plain'))}, "
+              f"unprofiled/plain {fmt(r.get('torchprof_unprofiled_over_plain'))}")
+    print(f"summary: {path}")
+
+
+if __name__ == "__main__":
+    main()
