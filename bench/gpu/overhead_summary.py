@@ -73,55 +73,31 @@ def ratio(a, b):
     return a / b if isinstance(a, (int, float)) and isinstance(b, (int, float)) and b else None
 
 
-def walk(obj, path=()):
-    if isinstance(obj, dict):
-        for k, v in obj.items():
-            yield from walk(v, path + (str(k),))
-    elif isinstance(obj, list):
-        for i, v in enumerate(obj):
-            yield from walk(v, path + (str(i),))
-    else:
-        yield path, obj
-
-
-def unit_of(key):
-    for suffix, scale in (("_ns", 1e-6), ("_us", 1e-3), ("_ms", 1.0), ("_s", 1e3)):
-        if key.endswith(suffix):
-            return scale
-    return None
-
-
 def emo_fields(docs):
-    """emo's untraced/traced step time (ms) and energy per iteration from its JSON documents."""
+    """emo's untraced/traced step time (ms) and energy per iteration: `emo trace --json` fields
+    traces[0].step_time_ms.{untraced,traced} and traces[0].gpus[0].energy_per_iteration_j, else
+    `emo analyze --json`'s iteration_time_us.untraced."""
     found = {"reported_untraced_step_ms": None, "reported_traced_step_ms": None,
              "reported_energy_j_per_iteration": None, "reported_source": None}
     for name, doc in docs:
-        if not isinstance(doc, (dict, list)):
+        if not isinstance(doc, dict):
             continue
-        for path, v in walk(doc):
-            if not isinstance(v, (int, float)) or isinstance(v, bool):
-                continue
-            low = [p.lower() for p in path]
-            # the contract: iteration_time_us: {measured, untraced}, energy: {measured_j_per_iteration}
-            if found["reported_untraced_step_ms"] is None and len(low) >= 2 and low[-1] == "untraced" \
-                    and low[-2].startswith("iteration_time"):
-                scale = unit_of(low[-2]) or 1e-3
-                found["reported_untraced_step_ms"] = v * scale
-                found["reported_source"] = f"{name}:{'.'.join(path)}"
-            elif found["reported_traced_step_ms"] is None and len(low) >= 2 and low[-1] == "measured" \
-                    and low[-2].startswith("iteration_time"):
-                found["reported_traced_step_ms"] = v * (unit_of(low[-2]) or 1e-3)
-            elif found["reported_energy_j_per_iteration"] is None and low[-1] == "measured_j_per_iteration":
-                found["reported_energy_j_per_iteration"] = v
-        if found["reported_untraced_step_ms"] is None:  # any other key that says untraced, with a unit
-            for path, v in walk(doc):
-                if isinstance(v, (int, float)) and not isinstance(v, bool) and \
-                        any("untraced" in p.lower() for p in path):
-                    scale = unit_of(path[-1].lower()) or (unit_of(path[-2].lower()) if len(path) > 1 else None)
-                    if scale is not None:
-                        found["reported_untraced_step_ms"] = v * scale
-                        found["reported_source"] = f"{name}:{'.'.join(path)}"
-                        break
+        traces = doc.get("traces") or []
+        if traces and isinstance(traces[0], dict):
+            st = traces[0].get("step_time_ms") or {}
+            if found["reported_untraced_step_ms"] is None and st.get("untraced") is not None:
+                found["reported_untraced_step_ms"] = st["untraced"]
+                found["reported_source"] = f"{name}:traces[0].step_time_ms.untraced"
+            if found["reported_traced_step_ms"] is None and st.get("traced") is not None:
+                found["reported_traced_step_ms"] = st["traced"]
+            gpus = traces[0].get("gpus") or []
+            if found["reported_energy_j_per_iteration"] is None and gpus and \
+                    gpus[0].get("energy_per_iteration_j") is not None:
+                found["reported_energy_j_per_iteration"] = gpus[0]["energy_per_iteration_j"]
+        it = doc.get("iteration_time_us") or {}
+        if found["reported_untraced_step_ms"] is None and it.get("untraced") is not None:
+            found["reported_untraced_step_ms"] = it["untraced"] * 1e-3
+            found["reported_source"] = f"{name}:iteration_time_us.untraced"
     return found
 
 
