@@ -1,0 +1,23 @@
+#!/usr/bin/env bash
+# Packs emo for a machine that has none of EMO's Debian packages (the GPU machine: Ubuntu 24.04,
+# CUDA 13.0): bin/emo (debug info stripped), bin/libemo_inject.so (the CUPTI tracer, found beside
+# emo), and lib/ with every shared library emo needs that is not part of the C/C++ runtime.
+# emo finds lib/ through its RPATH ($ORIGIN/../lib), so nothing needs LD_LIBRARY_PATH (which the
+# traced programs would inherit).
+#
+#   bash scripts/device_bundle.sh [BUILD_DIR] [DEST]     (defaults: build/ci, build/device)
+set -euo pipefail
+build="${1:-build/ci}"
+dest="${2:-build/device}"
+cmake --build "$build" --target emo emo_inject
+rm -rf "$dest"
+mkdir -p "$dest/bin" "$dest/lib"
+objcopy --strip-debug "$build/tools/emo/emo" "$dest/bin/emo"
+inject="$(find "$build/src/runtime" -name libemo_inject.so | head -1)"
+[[ -n "$inject" ]] || { echo "device_bundle: no libemo_inject.so in $build (built without CUPTI?)" >&2; exit 1; }
+objcopy --strip-debug "$inject" "$dest/bin/libemo_inject.so"
+# The C/C++ runtime, CUDA's and the loader's libraries come from the target machine.
+ldd "$build/tools/emo/emo" | awk '/=> \//{print $3}' |
+  grep -v -E '/(libc|libm|libstdc\+\+|libgcc_s|ld-linux[^/]*|libpthread|libdl|librt)\.so' |
+  while read -r lib; do cp -L "$lib" "$dest/lib/"; done
+du -sh "$dest" | awk '{print "device_bundle: " $1 " in '"$dest"'"}'
