@@ -48,6 +48,10 @@ void WalkChunks(const std::string& path, std::string_view data, EmoRecords* reco
     if (h.encoding == static_cast<uint32_t>(ef::Encoding::kRaw)) {
       payload.assign(reinterpret_cast<const char*>(stored), h.stored_bytes);
     } else if (h.encoding == static_cast<uint32_t>(ef::Encoding::kZlib) && inflater != nullptr) {
+      // Deflate cannot expand more than ~1032x: a larger stated size is damage, not data.
+      if (static_cast<uint64_t>(h.raw_bytes) > 1100ull * h.stored_bytes + 4096) {
+        return stop("a compressed chunk whose stated size is impossible (damaged file)");
+      }
       payload.resize(h.raw_bytes);
       size_t got = 0;
       if (libdeflate_zlib_decompress(inflater.get(), stored, h.stored_bytes, payload.data(), payload.size(), &got) !=
@@ -123,6 +127,8 @@ SyncKind KindOf(uint32_t type) {
   }
 }
 
+constexpr uint32_t kMaxDevices = 4096;
+
 int64_t OrNone(uint64_t v) { return v == ef::kNone ? -1 : static_cast<int64_t>(v); }
 int64_t OrNone32(uint32_t v) { return v == 0xffffffffu ? -1 : static_cast<int64_t>(v); }
 
@@ -169,6 +175,7 @@ class Builder {
     t_.meta.cuda_driver_version = MetaInt(r_.meta, "cuda.driver_version", -1);
     t_.meta.cupti_version = MetaInt(r_.meta, "cupti.version", -1);
     for (const auto& g : r_.gpus) {
+      if (g.device >= kMaxDevices) continue;  // damage: no process sees that many GPUs
       if (t_.meta.device_names.size() <= g.device) t_.meta.device_names.resize(g.device + 1);
       t_.meta.device_names[g.device] = std::string(Str(g.name));
     }

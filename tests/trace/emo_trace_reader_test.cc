@@ -4,6 +4,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <random>
 #include <string>
 
 #include <nlohmann/json.hpp>
@@ -195,6 +196,39 @@ TEST(EmoTraceReaderTest, AFileCutAnywhereReadsUpToItsLastWholeChunk) {
   EXPECT_LT(t->gpu.size(), 4u);
   EXPECT_EQ(t->diagnostics.Count(Diag::kTraceTruncated), 1u);
   std::filesystem::remove(path);
+}
+
+// Seeded damage inside chunks whose checksums are then made to match again, so the garbage
+// reaches the record decoder: the reader never crashes, never reads past a payload, and says
+// what it skipped. (ASan in CI catches an overread.)
+TEST(EmoTraceReaderTest, DamagedRecordsNeverCrashTheReader) {
+  const std::string whole = TwoStreamLoop();
+  std::mt19937 rng(20261201);
+  for (int round = 0; round < 300; ++round) {
+    std::string bytes = whole;
+    // Walk the chunks; damage one at random and fix its checksum.
+    std::vector<size_t> chunk_at;
+    for (size_t at = sizeof(ef::FileHeader); at + sizeof(ef::ChunkHeader) <= bytes.size();) {
+      ef::ChunkHeader h;
+      std::memcpy(&h, bytes.data() + at, sizeof(h));
+      chunk_at.push_back(at);
+      at += sizeof(h) + h.stored_bytes;
+    }
+    const size_t at = chunk_at[rng() % chunk_at.size()];
+    ef::ChunkHeader h;
+    std::memcpy(&h, bytes.data() + at, sizeof(h));
+    if (h.stored_bytes == 0) continue;
+    for (int flips = 1 + static_cast<int>(rng() % 8); flips > 0; --flips) {
+      bytes[at + sizeof(h) + rng() % h.stored_bytes] = static_cast<char>(rng());
+    }
+    h.crc32 = static_cast<uint32_t>(crc32(0, reinterpret_cast<const Bytef*>(bytes.data() + at + sizeof(h)), h.stored_bytes));
+    std::memcpy(bytes.data() + at, &h, sizeof(h));
+    const auto path = WriteTemp("fuzz.emotrace", bytes);
+    auto t = trace::ReadTrace(path);
+    ASSERT_TRUE(t.ok()) << round << ": " << t.status().message();
+    EXPECT_LE(t->gpu.size(), 4u + 1u) << round;
+    std::filesystem::remove(path);
+  }
 }
 
 TEST(EmoTraceReaderTest, ANewerVersionIsRefusedByName) {
