@@ -1,0 +1,56 @@
+#include "driver_api.h"
+
+#include <dlfcn.h>
+
+#include <cstdio>
+
+namespace emo::runtime {
+namespace {
+
+template <typename Fn>
+Fn Find(void* library, const char* name) {
+  return reinterpret_cast<Fn>(dlsym(library, name));
+}
+
+}  // namespace
+
+bool DriverApi::Load() {
+  // RTLD_NOLOAD: only a libcuda the program already uses (the one that loaded this library).
+  void* library = dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD);
+  if (library == nullptr) return false;
+  get_version_ = Find<GetVersionFn>(library, "cuDriverGetVersion");
+  device_get_ = Find<DeviceGetFn>(library, "cuDeviceGet");
+  get_name_ = Find<GetNameFn>(library, "cuDeviceGetName");
+  get_pci_ = Find<GetPciFn>(library, "cuDeviceGetPCIBusId");
+  // cuda.h maps cuDeviceGetUuid to the _v2 entry point since CUDA 11.4.
+  get_uuid_ = Find<GetUuidFn>(library, "cuDeviceGetUuid_v2");
+  return device_get_ != nullptr;
+}
+
+int DriverApi::DriverVersion() const {
+  int version = -1;
+  if (get_version_ == nullptr || get_version_(&version) != 0) return -1;
+  return version;
+}
+
+bool DriverApi::Identify(int ordinal, DeviceIdentity* out) const {
+  int device = 0;
+  if (device_get_ == nullptr || device_get_(&device, ordinal) != 0) return false;
+  char text[256] = {};
+  if (get_name_ != nullptr && get_name_(text, sizeof(text) - 1, device) == 0) out->name = text;
+  char pci[64] = {};
+  if (get_pci_ != nullptr && get_pci_(pci, sizeof(pci) - 1, device) == 0) out->pci_bus_id = pci;
+  unsigned char uuid[16] = {};
+  if (get_uuid_ != nullptr && get_uuid_(uuid, device) == 0) {
+    // nvidia-smi's form: GPU-xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx.
+    char formatted[64];
+    std::snprintf(formatted, sizeof(formatted),
+                  "GPU-%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x", uuid[0], uuid[1], uuid[2],
+                  uuid[3], uuid[4], uuid[5], uuid[6], uuid[7], uuid[8], uuid[9], uuid[10], uuid[11], uuid[12], uuid[13],
+                  uuid[14], uuid[15]);
+    out->uuid = formatted;
+  }
+  return true;
+}
+
+}  // namespace emo::runtime

@@ -1,0 +1,41 @@
+// The few CUDA driver functions the injection library needs (device name, PCI bus id, UUID,
+// driver version), found with dlsym in the libcuda.so.1 the process has already loaded: the
+// library never links libcuda, and never loads it when the program has not.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+namespace emo::runtime {
+
+// A CUDA device as the driver names it.
+struct DeviceIdentity {
+  std::string name;        // "NVIDIA H200"
+  std::string pci_bus_id;  // "0000:19:00.0"
+  std::string uuid;        // "GPU-8e2a...", from the driver; NVML's is preferred when present
+};
+
+class DriverApi {
+ public:
+  // Looks the functions up; false when libcuda.so.1 is not loaded in this process.
+  bool Load();
+  // cuDriverGetVersion (13000 for 13.0), -1 when unknown.
+  int DriverVersion() const;
+  // Fills what the driver says about CUDA device `ordinal`; false when the driver would not say.
+  bool Identify(int ordinal, DeviceIdentity* out) const;
+
+ private:
+  using GetVersionFn = int (*)(int*);
+  using DeviceGetFn = int (*)(int*, int);
+  using GetNameFn = int (*)(char*, int, int);
+  using GetPciFn = int (*)(char*, int, int);
+  using GetUuidFn = int (*)(void*, int);
+
+  GetVersionFn get_version_ = nullptr;
+  DeviceGetFn device_get_ = nullptr;
+  GetNameFn get_name_ = nullptr;
+  GetPciFn get_pci_ = nullptr;
+  GetUuidFn get_uuid_ = nullptr;
+};
+
+}  // namespace emo::runtime

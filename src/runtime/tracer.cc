@@ -1,0 +1,506 @@
+#include "tracer.h"
+
+// cupti.h (through tracer.h) brings the launch parameter structs of
+// generated_cuda_runtime_api_meta.h and generated_cuda_meta.h.
+
+#include <dlfcn.h>
+#include <fcntl.h>
+#include <sys/file.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <iterator>
+
+#include "cupti_check.h"
+
+namespace emo::runtime {
+namespace {
+
+// Kernel and graph launches: the sequence the period finder reads. Runtime launches need the
+// exit callback too, to tell the driver launch a runtime call makes from one the program makes.
+constexpr CUpti_CallbackId kRuntimeLaunches[] = {
+    CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_v7000,
+    CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_ptsz_v7000,
+    CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernelExC_v11060,
+    CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernelExC_ptsz_v11060,
+    CUPTI_RUNTIME_TRACE_CBID_cudaLaunchCooperativeKernel_v9000,
+    CUPTI_RUNTIME_TRACE_CBID_cudaLaunchCooperativeKernel_ptsz_v9000,
+    CUPTI_RUNTIME_TRACE_CBID___cudaLaunchKernel_v13000,
+    CUPTI_RUNTIME_TRACE_CBID___cudaLaunchKernel_ptsz_v13000,
+    CUPTI_RUNTIME_TRACE_CBID_cudaGraphLaunch_v10000,
+    CUPTI_RUNTIME_TRACE_CBID_cudaGraphLaunch_ptsz_v10000,
+};
+constexpr CUpti_CallbackId kDriverLaunches[] = {
+    CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel,
+    CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel_ptsz,
+    CUPTI_DRIVER_TRACE_CBID_cuLaunchKernelEx,
+    CUPTI_DRIVER_TRACE_CBID_cuLaunchKernelEx_ptsz,
+    CUPTI_DRIVER_TRACE_CBID_cuLaunchCooperativeKernel,
+    CUPTI_DRIVER_TRACE_CBID_cuLaunchCooperativeKernel_ptsz,
+    CUPTI_DRIVER_TRACE_CBID_cuGraphLaunch,
+    CUPTI_DRIVER_TRACE_CBID_cuGraphLaunch_ptsz,
+};
+
+// The activity kinds of the window; never CUPTI_ACTIVITY_KIND_KERNEL, which serializes kernels.
+constexpr CUpti_ActivityKind kActivityKinds[] = {
+    CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL,
+    CUPTI_ACTIVITY_KIND_MEMCPY,
+    CUPTI_ACTIVITY_KIND_MEMCPY2,
+    CUPTI_ACTIVITY_KIND_MEMSET,
+    CUPTI_ACTIVITY_KIND_RUNTIME,
+    CUPTI_ACTIVITY_KIND_DRIVER,
+    CUPTI_ACTIVITY_KIND_SYNCHRONIZATION,
+    CUPTI_ACTIVITY_KIND_CUDA_EVENT,
+    CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION,
+};
+
+// Thread-local: how deep this thread is inside runtime launch calls.
+thread_local int t_runtime_launch_depth = 0;
+
+uint64_t Bits(const void* p) { return static_cast<uint64_t>(reinterpret_cast<uintptr_t>(p)); }
+
+// FNV-1a of a name, for the entry points whose parameters are not in the CUDA headers.
+uint64_t HashName(const char* s) {
+  uint64_t h = 0xcbf29ce484222325ull;
+  for (int i = 0; s != nullptr && s[i] != '\0' && i < 512; ++i) {
+    h = (h ^ static_cast<unsigned char>(s[i])) * 0x100000001b3ull;
+  }
+  return h;
+}
+
+template <typename Params>
+const Params* ParamsOf(const CUpti_CallbackData* d) {
+  return static_cast<const Params*>(d->functionParams);
+}
+
+// What identifies a launch: the launched host stub, CUfunction or graph exec, tagged by kind so
+// a pointer seen through two entry points cannot collide with another kind's.
+uint64_t Signature(CUpti_CallbackDomain domain, CUpti_CallbackId cbid, const CUpti_CallbackData* d) {
+  constexpr uint64_t kRuntimeKernel = 1, kDriverKernel = 2, kGraph = 3, kNamed = 4;
+  if (d->functionParams != nullptr) {
+    if (domain == CUPTI_CB_DOMAIN_RUNTIME_API) {
+      switch (cbid) {
+        case CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_v7000:
+          return kRuntimeKernel ^ Bits(ParamsOf<cudaLaunchKernel_v7000_params>(d)->func);
+        case CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_ptsz_v7000:
+          return kRuntimeKernel ^ Bits(ParamsOf<cudaLaunchKernel_ptsz_v7000_params>(d)->func);
+        case CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernelExC_v11060:
+          return kRuntimeKernel ^ Bits(ParamsOf<cudaLaunchKernelExC_v11060_params>(d)->func);
+        case CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernelExC_ptsz_v11060:
+          return kRuntimeKernel ^ Bits(ParamsOf<cudaLaunchKernelExC_ptsz_v11060_params>(d)->func);
+        case CUPTI_RUNTIME_TRACE_CBID_cudaLaunchCooperativeKernel_v9000:
+          return kRuntimeKernel ^ Bits(ParamsOf<cudaLaunchCooperativeKernel_v9000_params>(d)->func);
+        case CUPTI_RUNTIME_TRACE_CBID_cudaLaunchCooperativeKernel_ptsz_v9000:
+          return kRuntimeKernel ^ Bits(ParamsOf<cudaLaunchCooperativeKernel_ptsz_v9000_params>(d)->func);
+        case CUPTI_RUNTIME_TRACE_CBID_cudaGraphLaunch_v10000:
+          return kGraph ^ Bits(ParamsOf<cudaGraphLaunch_v10000_params>(d)->graphExec);
+        case CUPTI_RUNTIME_TRACE_CBID_cudaGraphLaunch_ptsz_v10000:
+          return kGraph ^ Bits(ParamsOf<cudaGraphLaunch_ptsz_v10000_params>(d)->graphExec);
+        default:
+          break;
+      }
+    } else {
+      switch (cbid) {
+        case CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel:
+          return kDriverKernel ^ Bits(ParamsOf<cuLaunchKernel_params>(d)->f);
+        case CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel_ptsz:
+          return kDriverKernel ^ Bits(ParamsOf<cuLaunchKernel_ptsz_params>(d)->f);
+        case CUPTI_DRIVER_TRACE_CBID_cuLaunchKernelEx:
+          return kDriverKernel ^ Bits(ParamsOf<cuLaunchKernelEx_params>(d)->f);
+        case CUPTI_DRIVER_TRACE_CBID_cuLaunchKernelEx_ptsz:
+          return kDriverKernel ^ Bits(ParamsOf<cuLaunchKernelEx_ptsz_params>(d)->f);
+        case CUPTI_DRIVER_TRACE_CBID_cuLaunchCooperativeKernel:
+          return kDriverKernel ^ Bits(ParamsOf<cuLaunchCooperativeKernel_params>(d)->f);
+        case CUPTI_DRIVER_TRACE_CBID_cuLaunchCooperativeKernel_ptsz:
+          return kDriverKernel ^ Bits(ParamsOf<cuLaunchCooperativeKernel_ptsz_params>(d)->f);
+        case CUPTI_DRIVER_TRACE_CBID_cuGraphLaunch:
+          return kGraph ^ Bits(ParamsOf<cuGraphLaunch_params>(d)->hGraph);
+        case CUPTI_DRIVER_TRACE_CBID_cuGraphLaunch_ptsz:
+          return kGraph ^ Bits(ParamsOf<cuGraphLaunch_ptsz_params>(d)->hGraphExec);
+        default:
+          break;
+      }
+    }
+  }
+  // __cudaLaunchKernel (CUDA 13's <<<>>>) has no parameter struct in the 13.0 headers: its
+  // kernel's name stands in.
+  return kNamed ^ HashName(d->symbolName);
+}
+
+std::string OneLine(std::string s) {
+  for (char& c : s) {
+    if (c == '\n' || c == '\r' || c == '\0') c = ' ';
+  }
+  return s;
+}
+
+std::string CommandLine() {
+  std::ifstream in("/proc/self/cmdline", std::ios::binary);
+  std::string raw((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  while (!raw.empty() && raw.back() == '\0') raw.pop_back();
+  if (raw.size() > 4096) raw.resize(4096);
+  return OneLine(raw);
+}
+
+std::string EnvOr(const char* name, const char* fallback) {
+  const char* v = std::getenv(name);
+  return v != nullptr && *v != '\0' ? OneLine(v) : fallback;
+}
+
+std::string HostName() {
+  char host[256] = {};
+  if (gethostname(host, sizeof(host) - 1) != 0) return "unknown";
+  return host;
+}
+
+// The file libcupti was loaded from: the launcher points NVTX_INJECTION64_PATH at it so that
+// NVTX ranges reach CUPTI's NVTX callbacks.
+std::string CuptiLibraryPath() {
+  Dl_info info{};
+  if (dladdr(reinterpret_cast<void*>(&cuptiGetVersion), &info) != 0 && info.dli_fname != nullptr) {
+    return info.dli_fname;
+  }
+  return "";
+}
+
+}  // namespace
+
+std::atomic<Tracer*> Tracer::current_{nullptr};
+
+bool Tracer::Start(const InjectConfig& config, std::string* error) {
+  config_ = config;
+  pid_ = static_cast<int>(getpid());
+  clock_ = ReadClockReference();
+  driver_.Load();
+  // The pattern compiled when the configuration was read; compile errors cannot reach here.
+  try {
+    iteration_regex_ = std::make_unique<std::regex>(config_.nvtx_regex, std::regex::ECMAScript | std::regex::optimize);
+  } catch (const std::regex_error&) {
+    iteration_regex_ = std::make_unique<std::regex>(kDefaultNvtxRegex, std::regex::ECMAScript | std::regex::optimize);
+  }
+
+  CUpti_SubscriberParams params{};
+  params.structSize = CUpti_SubscriberParams_STRUCT_SIZE;
+  params.subscriberName = "EMO trace";
+  char previous[CUPTI_OLD_SUBSCRIBER_NAME_MIN_LEN] = {};
+  params.oldSubscriberName = previous;
+  params.oldSubscriberSize = sizeof(previous);
+  const CUptiResult subscribed = cuptiSubscribe_v2(&subscriber_, &Tracer::OnCallback, this, &params);
+  if (subscribed != CUPTI_SUCCESS) {
+    *error = std::string("cannot attach to CUDA (cuptiSubscribe_v2: ") + CuptiResultString(subscribed) + ")";
+    if (previous[0] != '\0') {
+      *error += "; CUPTI is already used by " + std::string(previous);
+    } else if (subscribed == CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED) {
+      *error += "; another profiler (Nsight, the PyTorch profiler) holds CUPTI";
+    }
+    return false;
+  }
+  int fd = -1;
+  if (!OpenOutput(&path_, &fd, error)) {
+    EMO_CUPTI_OK(cuptiUnsubscribe(subscriber_));
+    return false;
+  }
+  finder_.emplace();
+  if (config_.mode == TraceMode::kTrace) window_.emplace(config_.warmup, config_.iterations, /*pretrace=*/true);
+  const size_t pool = static_cast<size_t>(config_.buffer_pool_mib) << 20;
+  if (!writer_.Start(fd, path_, pool, [this](uint32_t context) { return DeviceOfContext(context); })) {
+    *error = "cannot write " + path_ + " (" + std::strerror(errno) + ")";
+    unlink(path_.c_str());
+    EMO_CUPTI_OK(cuptiUnsubscribe(subscriber_));
+    return false;
+  }
+  auto fail = [&](std::string why) {
+    *error = std::move(why);
+    writer_.Finish("", false);
+    unlink(path_.c_str());
+    EMO_CUPTI_OK(cuptiUnsubscribe(subscriber_));
+    current_.store(nullptr, std::memory_order_release);
+    return false;
+  };
+  current_.store(this, std::memory_order_release);
+  if (config_.mode == TraceMode::kTrace) {
+    if (!EMO_CUPTI_OK(cuptiActivityRegisterCallbacks(&Tracer::OnBufferRequested, &Tracer::OnBufferCompleted))) {
+      return fail("cannot receive CUPTI activity records (cuptiActivityRegisterCallbacks failed)");
+    }
+    // Both only refine the records; tracing goes on without them.
+    EMO_CUPTI_OK(cuptiActivityEnableCudaEventDeviceTimestamps(1));
+    // Off: no records for event/stream queries that found the work unfinished (polling).
+    EMO_CUPTI_OK(cuptiActivityEnableAllSyncRecords(0));
+  }
+  if (!EnableCallbacks(error)) return fail(*error);
+  writer_.AddMeta(StartMeta(path_));
+  gpus_.Start(clock_, &driver_, [this](const DecodedRecord& r, std::string name, int offset) {
+    writer_.AddRecord(r, std::move(name), offset);
+  });
+  // Pretrace: on until the first loop is found (the window decides from there), so a program
+  // whose iterations are never found is traced from start to exit.
+  if (config_.mode == TraceMode::kTrace) SetActivities(true);
+  control_ = std::thread([this] { ControlLoop(); });
+  return true;
+}
+
+bool Tracer::OpenOutput(std::string* path, int* fd, std::string* error) const {
+  const std::string rank = EnvOr("RANK", ("pid" + std::to_string(pid_)).c_str());
+  *path = ExpandOutputPath(config_.output_pattern, rank, pid_, HostName());
+  for (int attempt = 0; attempt < 2; ++attempt) {
+    *fd = open(path->c_str(), O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
+    if (*fd < 0) {
+      *error = "cannot open " + *path + " (" + std::strerror(errno) + ")";
+      return false;
+    }
+    // Two live processes of one job can expand to the same name (a child that inherited RANK);
+    // the lock keeps the second off the first's file.
+    if (flock(*fd, LOCK_EX | LOCK_NB) == 0) {
+      if (ftruncate(*fd, 0) != 0) {
+        *error = "cannot truncate " + *path + " (" + std::strerror(errno) + ")";
+        close(*fd);
+        return false;
+      }
+      return true;
+    }
+    const int e = errno;
+    close(*fd);
+    if (e != EWOULDBLOCK || attempt == 1) {
+      *error = "cannot lock " + *path + " (" + std::strerror(e) + ")";
+      return false;
+    }
+    *path += ".pid" + std::to_string(pid_);
+  }
+  return false;
+}
+
+bool Tracer::EnableCallbacks(std::string* error) {
+  for (const CUpti_CallbackId cbid : kRuntimeLaunches) {
+    EMO_CUPTI_OK(cuptiEnableCallback(1, subscriber_, CUPTI_CB_DOMAIN_RUNTIME_API, cbid));
+  }
+  for (const CUpti_CallbackId cbid : kDriverLaunches) {
+    EMO_CUPTI_OK(cuptiEnableCallback(1, subscriber_, CUPTI_CB_DOMAIN_DRIVER_API, cbid));
+  }
+  if (!EMO_CUPTI_OK(
+          cuptiEnableCallback(1, subscriber_, CUPTI_CB_DOMAIN_RESOURCE, CUPTI_CBID_RESOURCE_CONTEXT_CREATED)) ||
+      !EMO_CUPTI_OK(cuptiEnableCallback(1, subscriber_, CUPTI_CB_DOMAIN_RESOURCE,
+                                        CUPTI_CBID_RESOURCE_CONTEXT_DESTROY_STARTING))) {
+    *error = "cannot follow CUDA contexts (cuptiEnableCallback for the resource domain failed)";
+    return false;
+  }
+  constexpr CUpti_CallbackId kNvtx[] = {
+      CUPTI_CBID_NVTX_nvtxRangePushA,
+      CUPTI_CBID_NVTX_nvtxRangePushW,
+      CUPTI_CBID_NVTX_nvtxRangePushEx,
+      CUPTI_CBID_NVTX_nvtxRangePop,
+      CUPTI_CBID_NVTX_nvtxRangeStartA,
+      CUPTI_CBID_NVTX_nvtxRangeStartW,
+      CUPTI_CBID_NVTX_nvtxRangeStartEx,
+      CUPTI_CBID_NVTX_nvtxRangeEnd,
+      CUPTI_CBID_NVTX_nvtxDomainRangePushEx,
+      CUPTI_CBID_NVTX_nvtxDomainRangePop,
+      CUPTI_CBID_NVTX_nvtxDomainRangeStartEx,
+      CUPTI_CBID_NVTX_nvtxDomainRangeEnd,
+      CUPTI_CBID_NVTX_nvtxDomainRegisterStringA,
+      CUPTI_CBID_NVTX_nvtxDomainRegisterStringW,
+  };
+  for (const CUpti_CallbackId cbid : kNvtx)
+    EMO_CUPTI_OK(cuptiEnableCallback(1, subscriber_, CUPTI_CB_DOMAIN_NVTX, cbid));
+  return true;
+}
+
+std::string Tracer::StartMeta(const std::string& path) const {
+  uint32_t cupti_version = 0;
+  if (!EMO_CUPTI_OK(cuptiGetVersion(&cupti_version))) cupti_version = 0;
+  std::string m;
+  auto put = [&m](const char* key, const std::string& value) { m += std::string(key) + "=" + OneLine(value) + "\n"; };
+  put("format", "emo-trace");
+  put("tool", std::string("emo-inject ") + EMO_VERSION);
+  put("host", HostName());
+  put("pid", std::to_string(pid_));
+  put("ppid", std::to_string(getppid()));
+  put("rank", EnvOr("RANK", "-1"));
+  put("local_rank", EnvOr("LOCAL_RANK", "-1"));
+  put("world_size", EnvOr("WORLD_SIZE", "-1"));
+  put("command", CommandLine());
+  put("output", path);
+  put("clock.cupti_ns", std::to_string(clock_.cupti_ns));
+  put("clock.realtime_ns", std::to_string(clock_.realtime_ns));
+  put("clock.monotonic_ns", std::to_string(clock_.monotonic_ns));
+  put("cuda.driver_version", std::to_string(driver_.DriverVersion()));
+  put("cupti.version", std::to_string(cupti_version));
+  put("cupti.library", CuptiLibraryPath());
+  put("nvtx.injection", EnvOr("NVTX_INJECTION64_PATH", ""));
+  put("config.mode", TraceModeName(config_.mode));
+  put("config.warmup", std::to_string(config_.warmup));
+  put("config.iterations", std::to_string(config_.iterations));
+  put("config.buffer_pool_mib", std::to_string(config_.buffer_pool_mib));
+  put("iteration.source", "none");
+  put("iteration.nvtx_regex", config_.nvtx_regex);
+  return m;
+}
+
+void CUPTIAPI Tracer::OnCallback(void* userdata, CUpti_CallbackDomain domain, CUpti_CallbackId cbid, const void* data) {
+  auto* tracer = static_cast<Tracer*>(userdata);
+  if (tracer == nullptr || data == nullptr) return;
+  switch (domain) {
+    case CUPTI_CB_DOMAIN_RUNTIME_API:
+    case CUPTI_CB_DOMAIN_DRIVER_API:
+      tracer->OnLaunch(domain, cbid, static_cast<const CUpti_CallbackData*>(data));
+      return;
+    case CUPTI_CB_DOMAIN_RESOURCE:
+      tracer->OnResource(cbid, static_cast<const CUpti_ResourceData*>(data));
+      return;
+    case CUPTI_CB_DOMAIN_NVTX:
+      tracer->OnNvtx(cbid, data);
+      return;
+    default:
+      return;
+  }
+}
+
+// The hot path: runs on the application's thread for every kernel launch. No lock, no
+// allocation: a timestamp and one push into the ring.
+void Tracer::OnLaunch(CUpti_CallbackDomain domain, CUpti_CallbackId cbid, const CUpti_CallbackData* data) {
+  if (domain == CUPTI_CB_DOMAIN_RUNTIME_API) {
+    if (data->callbackSite == CUPTI_API_EXIT) {
+      if (t_runtime_launch_depth > 0) --t_runtime_launch_depth;
+      return;
+    }
+    // A runtime launch made inside another (__cudaLaunchKernel calling cudaLaunchKernel) is
+    // the same launch.
+    if (t_runtime_launch_depth++ > 0) return;
+  } else if (data->callbackSite != CUPTI_API_ENTER || t_runtime_launch_depth > 0) {
+    // A driver launch inside a runtime launch is the runtime launch itself.
+    return;
+  }
+  launches_.TryPush(LaunchEvent{Signature(domain, cbid, data), CuptiNow()});
+}
+
+void Tracer::OnResource(CUpti_CallbackId cbid, const CUpti_ResourceData* data) {
+  if (cbid == CUPTI_CBID_RESOURCE_CONTEXT_CREATED) {
+    uint32_t context = 0;
+    uint32_t device = 0;
+    if (!EMO_CUPTI_OK(cuptiGetContextId(data->context, &context)) ||
+        !EMO_CUPTI_OK(cuptiGetDeviceId(data->context, &device))) {
+      return;
+    }
+    {
+      std::lock_guard<std::mutex> lock(contexts_mutex_);
+      context_devices_[context] = device;
+    }
+    gpus_.AddDevice(device);
+  } else if (cbid == CUPTI_CBID_RESOURCE_CONTEXT_DESTROY_STARTING) {
+    // The context's records must leave CUPTI's buffers before the context goes.
+    if (ever_traced_.load(std::memory_order_acquire)) {
+      EMO_CUPTI_OK(cuptiActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED));
+    }
+  }
+}
+
+uint32_t Tracer::DeviceOfContext(uint32_t context) {
+  std::lock_guard<std::mutex> lock(contexts_mutex_);
+  const auto it = context_devices_.find(context);
+  return it == context_devices_.end() ? 0xffffffffu : it->second;
+}
+
+void CUPTIAPI Tracer::OnBufferRequested(uint8_t** buffer, size_t* size, size_t* max_records) {
+  *max_records = 0;
+  Tracer* tracer = Current();
+  if (tracer == nullptr) {
+    *buffer = nullptr;
+    *size = 0;
+    return;
+  }
+  *buffer = tracer->writer_.AcquireBuffer(size);
+}
+
+void CUPTIAPI Tracer::OnBufferCompleted(CUcontext context, uint32_t stream, uint8_t* buffer, size_t /*size*/,
+                                        size_t valid) {
+  Tracer* tracer = Current();
+  if (tracer == nullptr) return;
+  tracer->writer_.SubmitBuffer(buffer, valid);
+  size_t dropped = 0;
+  if (EMO_CUPTI_OK(cuptiActivityGetNumDroppedRecords(context, stream, &dropped)) && dropped > 0) {
+    trace::emo_format::DroppedRecord d{};
+    d.time_ns = CuptiNow();
+    d.dropped = dropped;
+    d.context = 0xffffffffu;
+    d.stream = stream;
+    d.reason = 1;
+    DecodedRecord r;
+    r.type = trace::emo_format::RecordType::kDropped;
+    r.size = sizeof(d);
+    std::memcpy(r.body, &d, sizeof(d));
+    tracer->writer_.AddRecord(r);
+  }
+}
+
+void Tracer::SetActivities(bool on) {
+  if (on == activities_on_) return;
+  if (on && writer_failed_) return;
+  activities_on_ = on;
+  for (const CUpti_ActivityKind kind : kActivityKinds) {
+    // A kind this CUPTI refused once is reported once, not at every window.
+    const uint64_t bit = uint64_t{1} << (static_cast<unsigned>(kind) & 63);
+    if (refused_kinds_ & bit) continue;
+    if (on) {
+      if (!EMO_CUPTI_OK(cuptiActivityEnable(kind))) refused_kinds_ |= bit;
+    } else {
+      EMO_CUPTI_OK(cuptiActivityDisable(kind));
+    }
+  }
+  if (on) {
+    ever_traced_.store(true, std::memory_order_release);
+    // Enabling RUNTIME and DRIVER turned every API on; these calls turn the noisy ones off
+    // again (the order matters: an enable of the kind overrides earlier per-API settings).
+    for (uint32_t cbid = 1; cbid < CUPTI_RUNTIME_TRACE_CBID_SIZE; ++cbid) {
+      if (IsNoisyApi(false, cbid)) EMO_CUPTI_OK(cuptiActivityEnableRuntimeApi(cbid, 0));
+    }
+    for (uint32_t cbid = 1; cbid < CUPTI_DRIVER_TRACE_CBID_SIZE; ++cbid) {
+      if (IsNoisyApi(true, cbid)) EMO_CUPTI_OK(cuptiActivityEnableDriverApi(cbid, 0));
+    }
+    return;
+  }
+  // Off: deliver what is complete now, the rest (work still queued on the GPU) by a forced
+  // flush a little later, when it has run.
+  EMO_CUPTI_OK(cuptiActivityFlushAll(0));
+  const int64_t now = CuptiNow();
+  forced_flush_at_ns_ = now + 2'000'000'000;
+  flush_until_ns_ = now + 3'000'000'000;
+}
+
+void Tracer::Shutdown(const char* reason) {
+  if (static_cast<int>(getpid()) != pid_) return;
+  if (shut_down_.exchange(true)) return;
+  {
+    std::lock_guard<std::mutex> lock(control_mutex_);
+    control_stop_ = true;
+  }
+  control_wake_.notify_one();
+  if (control_.joinable()) control_.join();
+  // The control thread has stopped: its state is this thread's now.
+  if (activities_on_) SetActivities(false);
+  if (ever_traced_.load()) EMO_CUPTI_OK(cuptiActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED));
+  EMO_CUPTI_OK(cuptiUnsubscribe(subscriber_));
+  gpus_.Stop();
+  std::string m;
+  auto put = [&m](const char* key, const std::string& value) { m += std::string(key) + "=" + OneLine(value) + "\n"; };
+  put("end.reason", reason);
+  put("end.cupti_ns", std::to_string(CuptiNow()));
+  put("iteration.source", nvtx_source_ ? "nvtx" : finder_ && finder_->loops() > 0 ? "launch_period" : "none");
+  put("iteration.count", std::to_string(next_index_));
+  put("launches.seen", std::to_string(launches_seen_.load()));
+  put("launches.dropped", std::to_string(launches_.dropped()));
+  put("nvml", gpus_.nvml_status());
+  if (finder_) {
+    put("launch_period.loops", std::to_string(finder_->loops()));
+    put("launch_period.lost", std::to_string(finder_->lost()));
+  }
+  if (window_ && !nvtx_source_ && finder_->loops() == 0) {
+    put("window.note", "no iterations were found: activities were on from the start to the end");
+  }
+  // The writer adds its record counts once the last records are written.
+  writer_.Finish(m, true);
+}
+
+}  // namespace emo::runtime

@@ -1,0 +1,145 @@
+// One tracing session inside the traced process: the CUPTI subscriber and its callbacks, the
+// control thread that turns launches and NVTX ranges into iterations and opens and closes the
+// activity window, the writer and the GPU monitor. docs/runtime.md describes the whole.
+//
+// Threads: application threads only run the CUPTI callbacks (a launch callback takes a
+// timestamp and pushes into a lock-free ring); the control thread owns the period finder and
+// the window; the writer thread owns the file; the GPU thread owns NVML. The session object is
+// never destroyed: a callback may still run on another thread while the process exits.
+#pragma once
+
+#include <cupti.h>
+
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <regex>
+#include <string>
+#include <thread>
+#include <unordered_map>
+#include <vector>
+
+#include "clock_reference.h"
+#include "driver_api.h"
+#include "emo/runtime/inject_config.h"
+#include "emo/runtime/launch_period_finder.h"
+#include "emo/runtime/trace_window.h"
+#include "gpu_monitor.h"
+#include "launch_ring.h"
+#include "trace_writer.h"
+
+namespace emo::runtime {
+
+class Tracer {
+ public:
+  Tracer() = default;
+  Tracer(const Tracer&) = delete;
+  Tracer& operator=(const Tracer&) = delete;
+
+  // Starts tracing this process. On failure nothing is left running or subscribed and
+  // `error` says what failed, in a phrase for "emo trace: <error>; ...".
+  bool Start(const InjectConfig& config, std::string* error);
+  // Stops tracing and completes the file (`reason` becomes end.reason). Runs once, and only in
+  // the process that started (a forked child inherits the atexit handler, not the threads).
+  void Shutdown(const char* reason);
+
+  // The session the CUPTI callbacks reach, nullptr before Start succeeds.
+  static Tracer* Current() { return current_.load(std::memory_order_acquire); }
+
+ private:
+  struct NvtxBoundary {
+    int64_t time_ns = 0;
+    std::string name;
+    std::string key;
+  };
+  struct OpenRange {
+    int64_t start_ns = 0;
+    uint32_t tid = 0;
+    std::string name;
+  };
+
+  static void CUPTIAPI OnCallback(void* userdata, CUpti_CallbackDomain domain, CUpti_CallbackId cbid, const void* data);
+  static void CUPTIAPI OnBufferRequested(uint8_t** buffer, size_t* size, size_t* max_records);
+  static void CUPTIAPI OnBufferCompleted(CUcontext context, uint32_t stream, uint8_t* buffer, size_t size,
+                                         size_t valid);
+
+  bool OpenOutput(std::string* path, int* fd, std::string* error) const;
+  bool EnableCallbacks(std::string* error);
+  std::string StartMeta(const std::string& path) const;
+  void OnLaunch(CUpti_CallbackDomain domain, CUpti_CallbackId cbid, const CUpti_CallbackData* data);
+  void OnResource(CUpti_CallbackId cbid, const CUpti_ResourceData* data);
+  void OnNvtx(CUpti_CallbackId cbid, const void* data);
+  void NvtxPush(std::string name);
+  void NvtxPop();
+  void NvtxStart(uint64_t id, std::string name);
+  void NvtxEnd(uint64_t id);
+  std::string NvtxMessage(const void* attributes);
+  bool IterationName(const std::string& name);
+  uint32_t DeviceOfContext(uint32_t context);
+
+  void ControlLoop();
+  void DrainControl();
+  void OnLaunchIterations(const std::vector<LaunchIteration>& iterations);
+  void OnNvtxBoundary(const NvtxBoundary& b);
+  void StartIteration(uint64_t index, uint64_t loop, uint64_t loop_index, uint64_t period);
+  void WriteIteration(uint64_t index, int64_t start, int64_t end, uint32_t source, uint32_t launches,
+                      const std::string& name);
+  void SetActivities(bool on);
+  void ReportWindow();
+
+  static std::atomic<Tracer*> current_;
+
+  InjectConfig config_;
+  ClockReference clock_;
+  DriverApi driver_;
+  CUpti_SubscriberHandle subscriber_ = nullptr;
+  int pid_ = 0;
+  std::string path_;
+  std::unique_ptr<std::regex> iteration_regex_;
+
+  TraceWriter writer_;
+  GpuMonitor gpus_;
+  LaunchRing launches_{16};
+  std::atomic<uint64_t> launches_seen_{0};
+
+  std::mutex contexts_mutex_;
+  std::unordered_map<uint32_t, uint32_t> context_devices_;
+
+  std::mutex nvtx_mutex_;
+  std::vector<NvtxBoundary> nvtx_boundaries_;
+  std::unordered_map<uint64_t, OpenRange> nvtx_open_;          // start/end ranges by id
+  std::unordered_map<const void*, std::string> nvtx_strings_;  // registered strings by handle
+
+  // Control thread.
+  std::thread control_;
+  std::mutex control_mutex_;
+  std::condition_variable control_wake_;
+  bool control_stop_ = false;
+  std::optional<LaunchPeriodFinder> finder_;
+  std::optional<TraceWindow> window_;
+  uint64_t next_index_ = 0;
+  bool nvtx_source_ = false;
+  std::string nvtx_key_;
+  bool nvtx_started_ = false;
+  int64_t nvtx_start_ns_ = 0;
+  std::string nvtx_name_;
+  uint64_t nvtx_iterations_ = 0;
+  uint32_t nvtx_launches_ = 0;
+  uint64_t nvtx_current_index_ = 0;
+  bool reported_launch_source_ = false;
+  std::string reported_window_meta_;
+  bool activities_on_ = false;
+  uint64_t refused_kinds_ = 0;  // bit per CUpti_ActivityKind that cuptiActivityEnable refused
+  bool writer_failed_ = false;
+  int64_t flush_until_ns_ = 0;
+  int64_t next_flush_ns_ = 0;
+  int64_t forced_flush_at_ns_ = 0;
+
+  std::atomic<bool> ever_traced_{false};  // activities were on at some point
+  std::atomic<bool> shut_down_{false};
+};
+
+}  // namespace emo::runtime

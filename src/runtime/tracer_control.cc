@@ -1,0 +1,178 @@
+// The tracer's control thread: launches and NVTX iteration ranges in, iterations and the
+// activity window out.
+#include <chrono>
+#include <cstddef>
+#include <cstring>
+
+#include "cupti_check.h"
+#include "tracer.h"
+
+namespace emo::runtime {
+namespace {
+
+namespace fmt = trace::emo_format;
+
+// How often the control thread looks at the launch ring. A window opens one lead-in iteration
+// early, so this delay never costs a traced launch.
+constexpr auto kPollInterval = std::chrono::milliseconds(1);
+// While activities are on (and shortly after), completed CUPTI buffers are fetched this often
+// so a long pretrace streams to disk rather than filling the pool.
+constexpr int64_t kFlushPeriodNs = 1'000'000'000;
+// The loop id given to NVTX iterations, apart from the finder's.
+constexpr uint64_t kNvtxLoop = ~uint64_t{0} - 1;
+// Launches taken from the ring per poll, to keep the thread responsive.
+constexpr size_t kMaxLaunchesPerPoll = size_t{1} << 16;
+
+}  // namespace
+
+void Tracer::ControlLoop() {
+  while (true) {
+    {
+      std::unique_lock<std::mutex> lock(control_mutex_);
+      control_wake_.wait_for(lock, kPollInterval, [&] { return control_stop_; });
+      if (control_stop_) break;
+    }
+    DrainControl();
+    const int64_t now = CuptiNow();
+    if ((activities_on_ || now < flush_until_ns_) && now >= next_flush_ns_) {
+      EMO_CUPTI_OK(cuptiActivityFlushAll(0));
+      next_flush_ns_ = now + kFlushPeriodNs;
+    }
+    if (forced_flush_at_ns_ != 0 && now >= forced_flush_at_ns_) {
+      EMO_CUPTI_OK(cuptiActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED));
+      forced_flush_at_ns_ = 0;
+    }
+    if (!writer_failed_ && writer_.failed()) {
+      // The file cannot grow: records would only fill the pool.
+      writer_failed_ = true;
+      SetActivities(false);
+    }
+  }
+  DrainControl();
+}
+
+void Tracer::DrainControl() {
+  std::vector<LaunchEvent> launches;
+  LaunchEvent e;
+  while (launches.size() < kMaxLaunchesPerPoll && launches_.TryPop(&e)) launches.push_back(e);
+  std::vector<NvtxBoundary> boundaries;
+  {
+    std::lock_guard<std::mutex> lock(nvtx_mutex_);
+    boundaries.swap(nvtx_boundaries_);
+  }
+  launches_seen_.fetch_add(launches.size(), std::memory_order_relaxed);
+  // In time order, so an NVTX iteration counts the launches made inside it.
+  size_t i = 0;
+  size_t j = 0;
+  std::vector<LaunchIteration> found;
+  while (i < launches.size() || j < boundaries.size()) {
+    if (j < boundaries.size() && (i == launches.size() || boundaries[j].time_ns <= launches[i].time_ns)) {
+      OnNvtxBoundary(boundaries[j++]);
+      continue;
+    }
+    const LaunchEvent& launch = launches[i++];
+    if (nvtx_source_) {
+      ++nvtx_launches_;
+      continue;
+    }
+    found.clear();
+    finder_->Add(launch.signature, launch.time_ns, &found);
+    if (!found.empty()) OnLaunchIterations(found);
+  }
+}
+
+void Tracer::OnLaunchIterations(const std::vector<LaunchIteration>& iterations) {
+  if (!reported_launch_source_) {
+    writer_.AddMeta("iteration.source=launch_period\n");
+    reported_launch_source_ = true;
+  }
+  const uint64_t first = next_index_;
+  next_index_ += iterations.size();
+  // The launch that completed the last of them starts the next iteration (index next_index_).
+  const LaunchIteration& last = iterations.back();
+  StartIteration(next_index_, last.loop, last.loop_index + 1, last.launches);
+  for (size_t k = 0; k < iterations.size(); ++k) {
+    const LaunchIteration& it = iterations[k];
+    WriteIteration(first + k, it.start_ns, it.end_ns, static_cast<uint32_t>(fmt::IterationSource::kLaunchPeriod),
+                   it.launches, "");
+  }
+}
+
+void Tracer::OnNvtxBoundary(const NvtxBoundary& b) {
+  if (!nvtx_source_) {
+    // NVTX iterations, when the program has them, win over the launch period for the rest of
+    // the run; the window logic sees a new loop.
+    nvtx_source_ = true;
+    nvtx_key_ = b.key;
+    writer_.AddMeta("iteration.source=nvtx\niteration.nvtx_key=" + b.key + "\n");
+  }
+  if (b.key != nvtx_key_) return;
+  const bool had = nvtx_started_;
+  const uint64_t completed = nvtx_current_index_;
+  const int64_t start = nvtx_start_ns_;
+  const uint32_t launches = nvtx_launches_;
+  const std::string name = nvtx_name_;
+  nvtx_current_index_ = next_index_++;
+  StartIteration(nvtx_current_index_, kNvtxLoop, nvtx_iterations_++, ~uint64_t{0});
+  if (had) {
+    WriteIteration(completed, start, b.time_ns, static_cast<uint32_t>(fmt::IterationSource::kNvtx), launches, name);
+  }
+  nvtx_started_ = true;
+  nvtx_start_ns_ = b.time_ns;
+  nvtx_name_ = b.name;
+  nvtx_launches_ = 0;
+}
+
+void Tracer::StartIteration(uint64_t index, uint64_t loop, uint64_t loop_index, uint64_t period) {
+  if (!window_ || writer_failed_) return;
+  switch (window_->OnIterationStart(index, loop, loop_index, period)) {
+    case TraceWindow::Action::kEnable:
+      SetActivities(true);
+      break;
+    case TraceWindow::Action::kDisable:
+      SetActivities(false);
+      break;
+    case TraceWindow::Action::kNone:
+      break;
+  }
+  ReportWindow();
+}
+
+void Tracer::ReportWindow() {
+  const auto& windows = window_->windows();
+  if (windows.empty()) return;
+  const TraceWindow::Window& w = windows.back();
+  std::string m;
+  m += "window.count=" + std::to_string(windows.size()) + "\n";
+  m += "window.first_iteration=" + std::to_string(w.first) + "\n";
+  m += "window.last_iteration=" + std::to_string(w.end > w.first ? w.end - 1 : w.first) + "\n";
+  m += "window.loop=" + std::to_string(w.loop == kNvtxLoop ? 0 : w.loop) + "\n";
+  m += std::string("window.complete=") + (w.complete ? "1" : "0") + "\n";
+  // Written when a window is planned and again when it ends (complete, or cut short).
+  if (m == reported_window_meta_) return;
+  reported_window_meta_ = m;
+  writer_.AddMeta(std::move(m));
+}
+
+void Tracer::WriteIteration(uint64_t index, int64_t start, int64_t end, uint32_t source, uint32_t launches,
+                            const std::string& name) {
+  fmt::IterationRecord r{};
+  r.index = index;
+  r.start_ns = start;
+  r.end_ns = end;
+  r.source = source;
+  r.traced = window_ && window_->Traced(index) ? 1 : 0;
+  r.launches = launches;
+  r.name = fmt::kNoName;
+  DecodedRecord d;
+  d.type = fmt::RecordType::kIteration;
+  d.size = sizeof(r);
+  std::memcpy(d.body, &r, sizeof(r));
+  if (name.empty()) {
+    writer_.AddRecord(d);
+  } else {
+    writer_.AddRecord(d, name, static_cast<int>(offsetof(fmt::IterationRecord, name)));
+  }
+}
+
+}  // namespace emo::runtime

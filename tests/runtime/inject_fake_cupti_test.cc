@@ -1,0 +1,321 @@
+// libemo_inject.so end to end on a stand-in libcupti (fake_cupti.cc): a child process plays a
+// training loop (kernel launches at times the test sets, NVTX ranges), the library traces it,
+// and the test reads the file it wrote. The only waits are for the tracer's thread to switch
+// the activities, which the test needs to know to say which launches must have records; they
+// carry a generous safety timeout, not a timing expectation.
+#include <dlfcn.h>
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <functional>
+#include <map>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "runtime/chunk_walker.h"
+
+namespace emo::runtime {
+namespace {
+
+constexpr int64_t kUs = 1000;
+constexpr int kWaitMs = 60000;
+
+struct Hooks {
+  void (*set_time)(int64_t) = nullptr;
+  void (*create_context)(uint32_t) = nullptr;
+  void (*launch)(uint64_t) = nullptr;
+  void (*push)(const char*) = nullptr;
+  void (*pop)() = nullptr;
+  int (*wait_kernels)(int, int) = nullptr;
+};
+
+struct ChildResult {
+  int exit_code = -1;
+  std::string err;
+};
+
+// Forks; the child loads the fake CUPTI and the library, sets `env`, calls InitializeInjection,
+// runs `play`, and exits through exit() (so the library's exit handler writes the end).
+ChildResult RunChild(const std::map<std::string, std::string>& env, const std::function<void(const Hooks&)>& play) {
+  int err_pipe[2];
+  ChildResult result;
+  if (pipe(err_pipe) != 0) return result;
+  const pid_t child = fork();
+  if (child == 0) {
+    dup2(err_pipe[1], 2);
+    close(err_pipe[0]);
+    for (const auto& [k, v] : env) setenv(k.c_str(), v.c_str(), 1);
+    void* fake = dlopen(EMO_FAKE_CUPTI_PATH, RTLD_NOW | RTLD_GLOBAL);
+    if (fake == nullptr) {
+      std::fprintf(stderr, "dlopen fake: %s\n", dlerror());
+      _exit(10);
+    }
+    void* library = dlopen(EMO_INJECT_PATH, RTLD_NOW | RTLD_LOCAL);
+    if (library == nullptr) {
+      std::fprintf(stderr, "dlopen inject: %s\n", dlerror());
+      _exit(11);
+    }
+    Hooks h;
+    h.set_time = reinterpret_cast<void (*)(int64_t)>(dlsym(fake, "FakeCuptiSetTime"));
+    h.create_context = reinterpret_cast<void (*)(uint32_t)>(dlsym(fake, "FakeCuptiCreateContext"));
+    h.launch = reinterpret_cast<void (*)(uint64_t)>(dlsym(fake, "FakeCuptiLaunch"));
+    h.push = reinterpret_cast<void (*)(const char*)>(dlsym(fake, "FakeCuptiNvtxPushA"));
+    h.pop = reinterpret_cast<void (*)()>(dlsym(fake, "FakeCuptiNvtxPop"));
+    h.wait_kernels = reinterpret_cast<int (*)(int, int)>(dlsym(fake, "FakeCuptiWaitKernelActivity"));
+    auto init = reinterpret_cast<int (*)()>(dlsym(library, "InitializeInjection"));
+    if (init == nullptr || h.launch == nullptr || h.wait_kernels == nullptr) _exit(12);
+    if (init() != 1) _exit(13);
+    play(h);
+    std::exit(0);
+  }
+  close(err_pipe[1]);
+  char buffer[4096];
+  ssize_t n = 0;
+  while ((n = read(err_pipe[0], buffer, sizeof(buffer))) > 0) result.err.append(buffer, static_cast<size_t>(n));
+  close(err_pipe[0]);
+  int status = 0;
+  waitpid(child, &status, 0);
+  result.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  return result;
+}
+
+// The loop of the scenarios: five kernels, the host waits 5 ms before the first.
+class Loop {
+ public:
+  explicit Loop(const Hooks& h) : h_(h) {}
+  void Launch(int i) {
+    time_ += i == 0 ? 5000 * kUs : 20 * kUs;
+    h_.set_time(time_);
+    h_.launch(0xA000 + static_cast<uint64_t>(i));
+  }
+  void Iteration() {
+    for (int i = 0; i < 5; ++i) Launch(i);
+  }
+  int64_t time() const { return time_; }
+  void Advance(int64_t ns) {
+    time_ += ns;
+    h_.set_time(time_);
+  }
+
+ private:
+  const Hooks& h_;
+  int64_t time_ = 2'000'000'000;
+};
+
+void Wait(const Hooks& h, int on, const char* where) {
+  if (!h.wait_kernels(on, kWaitMs))
+    std::fprintf(stderr, "TEST: activities did not turn %s %s\n", on ? "on" : "off", where);
+}
+
+std::vector<std::string> Lines(const std::string& text) {
+  std::vector<std::string> lines;
+  std::istringstream in(text);
+  for (std::string line; std::getline(in, line);) lines.push_back(line);
+  return lines;
+}
+
+// Every stderr line is the library's, and none reports a failure (NVML may be missing here).
+void ExpectQuiet(const std::string& err) {
+  for (const std::string& line : Lines(err)) {
+    EXPECT_EQ(line.rfind("emo trace: ", 0), 0u) << line;
+    EXPECT_EQ(line.find("failed"), std::string::npos) << line;
+    EXPECT_EQ(line.find("untraced"), std::string::npos) << line;
+  }
+}
+
+class InjectFakeCuptiTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = std::filesystem::temp_directory_path() / ("emo_fake_" + std::to_string(getpid()) + "_" +
+                                                     ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    std::filesystem::remove_all(dir_);
+    std::filesystem::create_directories(dir_);
+  }
+  void TearDown() override { std::filesystem::remove_all(dir_); }
+  std::string Out() const { return (dir_ / "t_%r.emotrace").string(); }
+  std::vector<Chunk> Read(const std::string& rank) const {
+    return WalkChunks(ReadFile((dir_ / ("t_" + rank + ".emotrace")).string()));
+  }
+
+  std::filesystem::path dir_;
+};
+
+TEST_F(InjectFakeCuptiTest, LaunchPeriodWindow) {
+  const ChildResult r =
+      RunChild({{"EMO_TRACE_OUT", Out()}, {"RANK", "3"}, {"EMO_TRACE_WARMUP", "6"}, {"EMO_TRACE_ITERATIONS", "2"}},
+               [](const Hooks& h) {
+                 Loop loop(h);
+                 h.create_context(0);
+                 // Pretrace is on until the loop is found, at the first launch of iteration 3.
+                 for (int k = 0; k < 3; ++k) loop.Iteration();
+                 loop.Launch(0);
+                 Wait(h, 0, "when the loop was found");
+                 for (int i = 1; i < 5; ++i) loop.Launch(i);
+                 loop.Iteration();  // 4
+                 loop.Launch(0);    // 5: the lead-in starts
+                 Wait(h, 1, "for the lead-in");
+                 for (int i = 1; i < 5; ++i) loop.Launch(i);
+                 loop.Iteration();  // 6
+                 loop.Iteration();  // 7
+                 loop.Launch(0);    // 8: the window is over
+                 Wait(h, 0, "after the window");
+                 for (int i = 1; i < 5; ++i) loop.Launch(i);
+                 loop.Iteration();  // 9
+                 loop.Iteration();  // 10
+               });
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  ExpectQuiet(r.err);
+  const std::vector<Chunk> chunks = Read("3");
+  ASSERT_FALSE(chunks.empty());
+  EXPECT_EQ(chunks.back().kind, static_cast<uint32_t>(fmt::ChunkKind::kEnd));
+  auto meta = Meta(chunks);
+  EXPECT_EQ(meta["format"], "emo-trace");
+  EXPECT_EQ(meta["rank"], "3");
+  EXPECT_EQ(meta["config.mode"], "trace");
+  EXPECT_EQ(meta["config.warmup"], "6");
+  EXPECT_EQ(meta["iteration.source"], "launch_period");
+  EXPECT_EQ(meta["window.first_iteration"], "6");
+  EXPECT_EQ(meta["window.last_iteration"], "7");
+  EXPECT_EQ(meta["window.complete"], "1");
+  EXPECT_EQ(meta["end.reason"], "exit");
+  EXPECT_EQ(meta["launches.seen"], "55");
+  EXPECT_EQ(meta["launch_period.loops"], "1");
+  // 31 kernels, 31 API calls, 10 iterations, 1 GPU.
+  EXPECT_EQ(meta["records.written"], "73");
+  EXPECT_EQ(meta["records.incomplete"], "0");
+  EXPECT_FALSE(meta["clock.cupti_ns"].empty());
+
+  const auto iterations = Records<fmt::IterationRecord>(chunks, fmt::RecordType::kIteration);
+  ASSERT_EQ(iterations.size(), 10u);  // 0..9; iteration 10 has not ended
+  for (size_t i = 0; i < iterations.size(); ++i) {
+    EXPECT_EQ(iterations[i].index, i);
+    EXPECT_EQ(iterations[i].source, static_cast<uint32_t>(fmt::IterationSource::kLaunchPeriod));
+    EXPECT_EQ(iterations[i].launches, 5u);
+    EXPECT_EQ(iterations[i].traced, i == 6 || i == 7 ? 1u : 0u) << i;
+    EXPECT_EQ(iterations[i].name, fmt::kNoName);
+    EXPECT_EQ(iterations[i].end_ns - iterations[i].start_ns, 5000 * kUs + 4 * 20 * kUs);
+    if (i > 0) {
+      EXPECT_EQ(iterations[i].start_ns, iterations[i - 1].end_ns);
+    }
+  }
+
+  // Kernel records: launches 0..15 (pretrace, up to the one that found the loop), 26..40
+  // (the lead-in after its first launch, the window, the launch that ended it).
+  const auto kernels = Records<fmt::KernelRecord>(chunks, fmt::RecordType::kKernel);
+  const auto strings = Strings(chunks);
+  std::vector<uint64_t> correlations;
+  for (const auto& k : kernels) {
+    correlations.push_back(k.correlation);
+    ASSERT_TRUE(strings.count(k.name));
+    EXPECT_EQ(strings.at(k.name).rfind("void kernel<", 0), 0u) << strings.at(k.name);  // demangled
+    EXPECT_EQ(k.graph_id, fmt::kNone);
+    EXPECT_EQ(k.end_ns - k.start_ns, 1000);
+  }
+  std::vector<uint64_t> expected;
+  for (uint64_t c = 1; c <= 16; ++c) expected.push_back(c);
+  for (uint64_t c = 27; c <= 41; ++c) expected.push_back(c);
+  EXPECT_EQ(correlations, expected);
+  // The window's iterations, 6 and 7, are traced whole.
+  size_t in_window = 0;
+  for (const auto& k : kernels) in_window += k.start_ns >= iterations[6].start_ns && k.start_ns < iterations[7].end_ns;
+  EXPECT_EQ(in_window, 10u);
+  const auto apis = Records<fmt::ApiRecord>(chunks, fmt::RecordType::kApi);
+  ASSERT_EQ(apis.size(), kernels.size());
+  for (const auto& a : apis) {
+    EXPECT_EQ(strings.at(a.name), "cudaLaunchKernel");
+    EXPECT_EQ(a.driver, 0u);
+  }
+  const auto gpus = Records<fmt::GpuRecord>(chunks, fmt::RecordType::kGpu);
+  ASSERT_EQ(gpus.size(), 1u);
+  EXPECT_EQ(gpus[0].device, 0u);
+  EXPECT_TRUE(strings.count(gpus[0].name));
+  EXPECT_TRUE(Records<fmt::DroppedRecord>(chunks, fmt::RecordType::kDropped).empty());
+}
+
+TEST_F(InjectFakeCuptiTest, NvtxIterationsInMonitorMode) {
+  const ChildResult r = RunChild({{"EMO_TRACE_OUT", Out()}, {"EMO_TRACE_MODE", "monitor"}}, [](const Hooks& h) {
+    Loop loop(h);
+    h.create_context(1);
+    for (int k = 0; k < 6; ++k) {
+      loop.Advance(1000 * kUs);
+      const std::string name = "ProfilerStep#" + std::to_string(k);
+      h.push(name.c_str());
+      h.push("forward");
+      loop.Iteration();
+      loop.Advance(10 * kUs);
+      h.pop();
+      h.pop();
+    }
+  });
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  ExpectQuiet(r.err);
+  // Without RANK the file is named by the pid: find the one file written.
+  std::vector<std::filesystem::path> files;
+  for (const auto& e : std::filesystem::directory_iterator(dir_)) files.push_back(e.path());
+  ASSERT_EQ(files.size(), 1u);
+  EXPECT_EQ(files[0].filename().string().rfind("t_pid", 0), 0u) << files[0];
+  const std::vector<Chunk> all = WalkChunks(ReadFile(files[0].string()));
+  ASSERT_FALSE(all.empty());
+  EXPECT_EQ(all.back().kind, static_cast<uint32_t>(fmt::ChunkKind::kEnd));
+  auto meta = Meta(all);
+  EXPECT_EQ(meta["config.mode"], "monitor");
+  EXPECT_EQ(meta["iteration.source"], "nvtx");
+  EXPECT_EQ(meta["iteration.nvtx_key"], "ProfilerStep#N");
+  EXPECT_EQ(meta["rank"], "-1");
+  const auto strings = Strings(all);
+  const auto iterations = Records<fmt::IterationRecord>(all, fmt::RecordType::kIteration);
+  ASSERT_EQ(iterations.size(), 5u);  // steps 0..4 end where the next starts; step 5 has no next
+  for (size_t i = 0; i < iterations.size(); ++i) {
+    EXPECT_EQ(iterations[i].index, i);
+    EXPECT_EQ(iterations[i].source, static_cast<uint32_t>(fmt::IterationSource::kNvtx));
+    EXPECT_EQ(iterations[i].traced, 0u);
+    ASSERT_TRUE(strings.count(iterations[i].name));
+    EXPECT_EQ(strings.at(iterations[i].name), "ProfilerStep#" + std::to_string(i));
+    EXPECT_EQ(iterations[i].end_ns - iterations[i].start_ns, 1000 * kUs + 5000 * kUs + 4 * 20 * kUs + 10 * kUs);
+  }
+  const auto ranges = Records<fmt::RangeRecord>(all, fmt::RecordType::kRange);
+  ASSERT_EQ(ranges.size(), 12u);
+  for (size_t i = 0; i < ranges.size(); i += 2) {
+    // "forward" pops first, at depth 1, inside its step at depth 0.
+    EXPECT_EQ(strings.at(ranges[i].name), "forward");
+    EXPECT_EQ(ranges[i].depth, 1u);
+    EXPECT_EQ(strings.at(ranges[i + 1].name), "ProfilerStep#" + std::to_string(i / 2));
+    EXPECT_EQ(ranges[i + 1].depth, 0u);
+    EXPECT_EQ(ranges[i].start_ns, ranges[i + 1].start_ns);
+    EXPECT_EQ(ranges[i].end_ns, ranges[i + 1].end_ns);
+    EXPECT_EQ(ranges[i].end_ns - ranges[i].start_ns, 5000 * kUs + 4 * 20 * kUs + 10 * kUs);
+  }
+  // Monitor mode: no activity records at all.
+  EXPECT_TRUE(Records<fmt::KernelRecord>(all, fmt::RecordType::kKernel).empty());
+  EXPECT_TRUE(Records<fmt::ApiRecord>(all, fmt::RecordType::kApi).empty());
+  EXPECT_EQ(Records<fmt::GpuRecord>(all, fmt::RecordType::kGpu).size(), 1u);
+}
+
+TEST_F(InjectFakeCuptiTest, NoLoopMeansTracedFromStartToExit) {
+  const ChildResult r = RunChild({{"EMO_TRACE_OUT", Out()}, {"RANK", "0"}}, [](const Hooks& h) {
+    Loop loop(h);
+    // Twenty different kernels, each once: nothing repeats.
+    for (uint64_t i = 0; i < 20; ++i) {
+      loop.Advance(100 * kUs);
+      h.launch(0xB000 + i);
+    }
+  });
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  ExpectQuiet(r.err);
+  const std::vector<Chunk> chunks = Read("0");
+  ASSERT_FALSE(chunks.empty());
+  EXPECT_EQ(chunks.back().kind, static_cast<uint32_t>(fmt::ChunkKind::kEnd));
+  auto meta = Meta(chunks);
+  EXPECT_EQ(meta["iteration.source"], "none");
+  EXPECT_FALSE(meta["window.note"].empty());
+  EXPECT_TRUE(Records<fmt::IterationRecord>(chunks, fmt::RecordType::kIteration).empty());
+  EXPECT_EQ(Records<fmt::KernelRecord>(chunks, fmt::RecordType::kKernel).size(), 20u);
+}
+
+}  // namespace
+}  // namespace emo::runtime

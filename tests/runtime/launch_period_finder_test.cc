@@ -1,0 +1,273 @@
+// LaunchPeriodFinder on synthetic launch sequences: signatures are small integers, times are
+// made up (no clock is read), so nothing here depends on how fast the test runs.
+#include "emo/runtime/launch_period_finder.h"
+
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <random>
+#include <vector>
+
+namespace emo::runtime {
+namespace {
+
+constexpr int64_t kUs = 1000;
+
+// Feeds launches and keeps every iteration the finder reports.
+class Feeder {
+ public:
+  explicit Feeder(LaunchPeriodFinder::Options options = {}) : finder_(options) {}
+
+  // One launch `gap_ns` after the previous one.
+  void Launch(uint64_t signature, int64_t gap_ns) {
+    time_ += gap_ns;
+    finder_.Add(signature, time_, &iterations_);
+  }
+  // The sequence once; the first launch after `top_gap`, the others after `gap`.
+  void Loop(const std::vector<uint64_t>& body, int64_t top_gap = 5000 * kUs, int64_t gap = 20 * kUs) {
+    for (size_t i = 0; i < body.size(); ++i) Launch(body[i], i == 0 ? top_gap : gap);
+  }
+
+  LaunchPeriodFinder& finder() { return finder_; }
+  const std::vector<LaunchIteration>& iterations() const { return iterations_; }
+
+ private:
+  LaunchPeriodFinder finder_;
+  std::vector<LaunchIteration> iterations_;
+  int64_t time_ = 0;
+};
+
+// Every reported iteration has a positive length; one that ends where the next reported one
+// starts (in launches) ends at that one's start time too.
+void ExpectContiguous(const std::vector<LaunchIteration>& its) {
+  for (size_t i = 0; i < its.size(); ++i) {
+    EXPECT_LT(its[i].start_ns, its[i].end_ns) << i;
+    if (i + 1 < its.size() && its[i].first_launch + its[i].launches == its[i + 1].first_launch) {
+      EXPECT_EQ(its[i].end_ns, its[i + 1].start_ns) << i;
+    }
+  }
+}
+
+TEST(LaunchPeriodFinderTest, ExactPeriodStartsAtTheLoopTop) {
+  Feeder f;
+  const std::vector<uint64_t> body = {10, 11, 12, 13, 14};
+  for (int rep = 0; rep < 12; ++rep) f.Loop(body);
+  EXPECT_TRUE(f.finder().locked());
+  EXPECT_EQ(f.finder().period(), 5u);
+  EXPECT_EQ(f.finder().loops(), 1u);
+  EXPECT_EQ(f.finder().lost(), 0u);
+  const auto& its = f.iterations();
+  // Twelve repetitions make eleven whole iterations: the last one has not ended.
+  ASSERT_EQ(its.size(), 11u);
+  for (size_t i = 0; i < its.size(); ++i) {
+    EXPECT_EQ(its[i].launches, 5u);
+    EXPECT_EQ(its[i].first_launch, 5 * i);
+    EXPECT_EQ(its[i].loop, 1u);
+    EXPECT_EQ(its[i].loop_index, i);
+  }
+  ExpectContiguous(its);
+}
+
+TEST(LaunchPeriodFinderTest, PhaseFollowsTheLargestGap) {
+  // The host waits before the third launch of the body (a sync in the middle of the code
+  // order): that launch is the loop top.
+  Feeder f;
+  const std::vector<uint64_t> body = {10, 11, 12, 13, 14, 15};
+  for (int rep = 0; rep < 10; ++rep) {
+    for (size_t i = 0; i < body.size(); ++i) f.Launch(body[i], i == 2 ? 8000 * kUs : 30 * kUs);
+  }
+  ASSERT_FALSE(f.iterations().empty());
+  for (const LaunchIteration& it : f.iterations()) {
+    EXPECT_EQ(it.first_launch % 6, 2u);
+    EXPECT_EQ(it.launches, 6u);
+  }
+  ExpectContiguous(f.iterations());
+}
+
+TEST(LaunchPeriodFinderTest, OneSubstitutedLaunchKeepsTheLock) {
+  Feeder f;
+  std::vector<uint64_t> body = {1, 2, 3, 4, 5, 6, 7, 8};
+  for (int rep = 0; rep < 20; ++rep) {
+    std::vector<uint64_t> b = body;
+    if (rep == 10) b[3] = 99;  // e.g. another algorithm chosen once
+    f.Loop(b);
+  }
+  EXPECT_EQ(f.finder().lost(), 0u);
+  EXPECT_EQ(f.finder().loops(), 1u);
+  ASSERT_EQ(f.iterations().size(), 19u);
+  for (const LaunchIteration& it : f.iterations()) EXPECT_EQ(it.launches, 8u);
+  ExpectContiguous(f.iterations());
+}
+
+TEST(LaunchPeriodFinderTest, InsertedLaunchesDropAndRetakeTheSameLoop) {
+  Feeder f;
+  const std::vector<uint64_t> body = {1, 2, 3, 4, 5, 6, 7, 8};
+  for (int rep = 0; rep < 30; ++rep) {
+    std::vector<uint64_t> b = body;
+    if (rep == 10) b.insert(b.begin() + 4, {90, 91, 92, 93});  // e.g. a logging step
+    f.Loop(b);
+  }
+  EXPECT_EQ(f.finder().lost(), 1u);
+  EXPECT_EQ(f.finder().loops(), 1u);  // the same launches again: the same loop
+  EXPECT_TRUE(f.finder().locked());
+  const auto& its = f.iterations();
+  // The odd iteration is not reported; the lock is retaken within three repetitions and the
+  // iterations it verified are reported then.
+  EXPECT_GE(its.size(), 26u);
+  EXPECT_LE(its.size(), 28u);
+  for (const LaunchIteration& it : its) {
+    EXPECT_EQ(it.launches, 8u);
+    EXPECT_EQ(it.loop, 1u);
+  }
+  // Indices stay consecutive within the loop; launches skip only the odd iteration.
+  size_t gaps = 0;
+  for (size_t i = 1; i < its.size(); ++i) {
+    EXPECT_EQ(its[i].loop_index, its[i - 1].loop_index + 1);
+    EXPECT_GT(its[i].first_launch, its[i - 1].first_launch);
+    if (its[i - 1].first_launch + its[i - 1].launches != its[i].first_launch) ++gaps;
+  }
+  EXPECT_EQ(gaps, 1u);
+  ExpectContiguous(its);
+}
+
+TEST(LaunchPeriodFinderTest, WarmupPrefixIsNotAnIteration) {
+  Feeder f;
+  // Start-up launches that never repeat (allocation, cuDNN autotuning, ...).
+  for (uint64_t s = 1000; s < 1037; ++s) f.Launch(s, 50 * kUs);
+  const std::vector<uint64_t> body = {1, 2, 3, 4, 5, 6, 7};
+  for (int rep = 0; rep < 10; ++rep) f.Loop(body);
+  EXPECT_EQ(f.finder().loops(), 1u);
+  ASSERT_EQ(f.iterations().size(), 9u);
+  for (size_t i = 0; i < f.iterations().size(); ++i) {
+    EXPECT_EQ(f.iterations()[i].launches, 7u);
+    EXPECT_EQ(f.iterations()[i].first_launch, 37 + 7 * i);
+  }
+}
+
+TEST(LaunchPeriodFinderTest, RepeatedHalvesWithOneLoopTopMakeOneIteration) {
+  // A B A B ...: the signatures repeat every 2 launches, but the host waits only before every
+  // other A (two identical micro-batches per step): the iteration is 4 launches.
+  Feeder f;
+  for (int rep = 0; rep < 12; ++rep) {
+    f.Launch(1, 9000 * kUs);
+    f.Launch(2, 40 * kUs);
+    f.Launch(1, 300 * kUs);
+    f.Launch(2, 40 * kUs);
+  }
+  EXPECT_EQ(f.finder().period(), 4u);
+  ASSERT_FALSE(f.iterations().empty());
+  for (const LaunchIteration& it : f.iterations()) {
+    EXPECT_EQ(it.launches, 4u);
+    EXPECT_EQ(it.first_launch % 4, 0u);
+  }
+  ExpectContiguous(f.iterations());
+}
+
+TEST(LaunchPeriodFinderTest, RepeatedHalvesWithATopEachMakeTwoIterations) {
+  Feeder f;
+  for (int rep = 0; rep < 24; ++rep) {
+    f.Launch(1, 9000 * kUs);
+    f.Launch(2, 40 * kUs);
+  }
+  EXPECT_EQ(f.finder().period(), 2u);
+  ASSERT_FALSE(f.iterations().empty());
+  for (const LaunchIteration& it : f.iterations()) {
+    EXPECT_EQ(it.launches, 2u);
+    EXPECT_EQ(it.first_launch % 2, 0u);
+  }
+}
+
+TEST(LaunchPeriodFinderTest, NoPeriodInRandomLaunches) {
+  Feeder f;
+  std::mt19937_64 rng(7);
+  std::uniform_int_distribution<uint64_t> signature(1, 1'000'000);
+  for (int i = 0; i < 20000; ++i) f.Launch(signature(rng), 25 * kUs);
+  EXPECT_EQ(f.finder().loops(), 0u);
+  EXPECT_FALSE(f.finder().locked());
+  EXPECT_TRUE(f.iterations().empty());
+  EXPECT_EQ(f.finder().launches(), 20000u);
+}
+
+TEST(LaunchPeriodFinderTest, LayersInsideTheStepDoNotHideTheStep) {
+  // A training step: embedding, 6 identical layers forward, head, 6 identical layers backward,
+  // optimizer. Inside one step the layers repeat 6 times; the step is what repeats for good.
+  std::vector<uint64_t> step = {100, 101};
+  for (int l = 0; l < 6; ++l) step.insert(step.end(), {1, 2, 3});
+  step.insert(step.end(), {200, 201, 202});
+  for (int l = 0; l < 6; ++l) step.insert(step.end(), {11, 12, 13, 14});
+  step.insert(step.end(), {300, 300, 300, 300, 301});
+  const uint32_t p = static_cast<uint32_t>(step.size());
+  Feeder f;
+  for (int rep = 0; rep < 12; ++rep) f.Loop(step);
+  EXPECT_TRUE(f.finder().locked());
+  EXPECT_EQ(f.finder().period(), p);
+  const auto& its = f.iterations();
+  ASSERT_FALSE(its.empty());
+  // The first step, seen once, cannot tell its layers from a loop (those inner iterations
+  // are reported, as an earlier loop); from the second step on, nothing but whole steps is.
+  size_t whole = 0;
+  uint64_t step_loop = 0;
+  for (const LaunchIteration& it : its) {
+    if (it.first_launch < p) {
+      EXPECT_LT(it.launches, p);
+      continue;
+    }
+    EXPECT_EQ(it.launches, p) << "iteration at launch " << it.first_launch;
+    EXPECT_EQ(it.first_launch % p, 0u);
+    if (step_loop == 0) step_loop = it.loop;
+    EXPECT_EQ(it.loop, step_loop);
+    ++whole;
+  }
+  // Steps 1..10: step 0 overlaps its inner loops' iterations, step 11 has not ended.
+  EXPECT_EQ(whole, 10u);
+  EXPECT_EQ(its.back().first_launch, 10u * p);
+}
+
+TEST(LaunchPeriodFinderTest, LongStepOfALargeModel) {
+  // 60 layers of 300 kernels forward and 400 backward, plus head and optimizer: 42,010 launches.
+  std::vector<uint64_t> step;
+  for (uint64_t s = 0; s < 5; ++s) step.push_back(1'000'000 + s);
+  for (int l = 0; l < 60; ++l) {
+    for (uint64_t s = 0; s < 300; ++s) step.push_back(10'000 + s);
+  }
+  for (uint64_t s = 0; s < 5; ++s) step.push_back(2'000'000 + s);
+  for (int l = 0; l < 60; ++l) {
+    for (uint64_t s = 0; s < 400; ++s) step.push_back(20'000 + s);
+  }
+  const auto p = static_cast<uint32_t>(step.size());
+  Feeder f;
+  for (int rep = 0; rep < 5; ++rep) f.Loop(step);
+  EXPECT_EQ(f.finder().period(), p);
+  ASSERT_FALSE(f.iterations().empty());
+  EXPECT_EQ(f.iterations().back().launches, p);
+  EXPECT_EQ(f.iterations().back().first_launch, 3u * p);
+}
+
+TEST(LaunchPeriodFinderTest, ANewLoopGetsANewId) {
+  Feeder f;
+  for (int rep = 0; rep < 8; ++rep) f.Loop({1, 2, 3, 4});
+  for (int rep = 0; rep < 8; ++rep) f.Loop({5, 6, 7, 8, 9, 10});
+  EXPECT_EQ(f.finder().loops(), 2u);
+  EXPECT_EQ(f.finder().period(), 6u);
+  uint64_t last_loop = 0;
+  for (const LaunchIteration& it : f.iterations()) {
+    EXPECT_EQ(it.launches, it.loop == 1 ? 4u : 6u);
+    EXPECT_GE(it.loop, last_loop);
+    last_loop = it.loop;
+  }
+  EXPECT_EQ(last_loop, 2u);
+}
+
+TEST(LaunchPeriodFinderTest, PeriodLongerThanTheLimitIsNotFound) {
+  LaunchPeriodFinder::Options options;
+  options.max_period = 16;
+  options.history_log2 = 10;
+  Feeder f(options);
+  std::vector<uint64_t> body;
+  for (uint64_t s = 0; s < 40; ++s) body.push_back(s);
+  for (int rep = 0; rep < 10; ++rep) f.Loop(body);
+  EXPECT_EQ(f.finder().loops(), 0u);
+}
+
+}  // namespace
+}  // namespace emo::runtime
