@@ -183,6 +183,12 @@ bool Tracer::Start(const InjectConfig& config, std::string* error) {
     iteration_regex_ = std::make_unique<std::regex>(kDefaultNvtxRegex, std::regex::ECMAScript | std::regex::optimize);
   }
 
+  // NVTX reads NVTX_INJECTION64_PATH at the program's first NVTX call; most programs make it
+  // after CUDA is initialized (here), so pointing it at this CUPTI now lets their ranges reach
+  // CUPTI's NVTX callbacks even when the launcher did not set it. A program that used NVTX
+  // before initializing CUDA keeps its ranges to itself (meta nvtx.injection says what was set).
+  if (const std::string cupti = CuptiLibraryPath(); !cupti.empty()) setenv("NVTX_INJECTION64_PATH", cupti.c_str(), 0);
+
   CUpti_SubscriberParams params{};
   params.structSize = CUpti_SubscriberParams_STRUCT_SIZE;
   params.subscriberName = "EMO trace";

@@ -9,6 +9,7 @@
 #include <memory>
 #include <string>
 #include <unordered_map>
+#include <unordered_set>
 #include <utility>
 #include <vector>
 
@@ -149,6 +150,7 @@ class Builder {
   }
 
   Trace Build() {
+    FindWindow();
     Meta();
     Api();
     GpuOps();
@@ -168,6 +170,30 @@ class Builder {
     auto it = r_.strings.find(id);
     return it == r_.strings.end() ? std::string_view("(unnamed)") : std::string_view(it->second);
   }
+
+  // The tracer records from the start until it finds the loop, and may take several windows
+  // (docs/runtime.md): the trace is the last window's iterations, with the lead-in iteration
+  // before them (activities go on there, so the first traced iteration's launches are whole).
+  void FindWindow() {
+    const int64_t first = MetaInt(r_.meta, "window.first_iteration", -1);
+    const int64_t last = MetaInt(r_.meta, "window.last_iteration", -1);
+    for (const auto& it : r_.iterations) {
+      const auto i = static_cast<int64_t>(it.index);
+      const bool in = first >= 0 && last >= first ? (i >= first && i <= last) : it.traced != 0;
+      if (!in || it.traced == 0) continue;
+      window_.push_back(it);
+    }
+    std::sort(window_.begin(), window_.end(), [](const auto& a, const auto& b) { return a.index < b.index; });
+    if (window_.empty()) return;
+    from_ = window_.front().start_ns;
+    to_ = window_.back().end_ns;
+    for (const auto& it : r_.iterations) {
+      if (it.index + 1 == window_.front().index) from_ = std::min(from_, it.start_ns);
+    }
+  }
+
+  bool InWindow(int64_t start, int64_t end) const { return window_.empty() || (end >= from_ && start <= to_); }
+  bool Kept(uint64_t correlation) const { return window_.empty() || kept_.count(correlation) != 0; }
 
   void Meta() {
     t_.meta.rank = MetaInt(r_.meta, "rank", -1);
@@ -189,6 +215,8 @@ class Builder {
     std::unordered_map<uint32_t, size_t> launches;
     auto& c = t_.cpu;
     for (const auto& a : r_.api) {
+      if (!window_.empty() && (a.start_ns < from_ || a.start_ns > to_)) continue;
+      kept_.insert(a.correlation);
       const ThreadId th = t_.InternThread(a.pid, a.tid);
       c.thread.push_back(th);
       c.kind.push_back(a.driver != 0 ? CpuKind::kDriver : CpuKind::kRuntime);
@@ -231,6 +259,7 @@ class Builder {
 
   void GpuOps() {
     for (const auto& k : r_.kernels) {
+      if (!Kept(k.correlation)) continue;
       LaunchConfig l;
       for (int i = 0; i < 3; ++i) {
         l.grid[i] = k.grid[i];
@@ -242,10 +271,12 @@ class Builder {
               k.graph_id);
     }
     for (const auto& m : r_.memcpys) {
+      if (!Kept(m.correlation)) continue;
       PushGpu(GpuKind::kMemcpy, MemcpyName(m), m.device, m.stream, m.start_ns, m.end_ns, m.correlation, {}, m.bytes,
               m.graph_id);
     }
     for (const auto& m : r_.memsets) {
+      if (!Kept(m.correlation)) continue;
       PushGpu(GpuKind::kMemset, "Memset (Device)", m.device, m.stream, m.start_ns, m.end_ns, m.correlation, {},
               m.bytes, m.graph_id);
     }
@@ -255,6 +286,7 @@ class Builder {
   void Syncs() {
     std::unordered_map<uint64_t, const ef::CudaEventRecord*> by_sync_id;
     for (const auto& e : r_.events) {
+      if (!Kept(e.correlation)) continue;
       if (e.event_sync_id != ef::kNone) by_sync_id[e.event_sync_id] = &e;
       auto& ce = t_.cuda_events;
       ce.event_id.push_back(e.event);
@@ -266,6 +298,7 @@ class Builder {
     }
     auto& s = t_.syncs;
     for (const auto& x : r_.syncs) {
+      if (!Kept(x.correlation)) continue;
       s.kind.push_back(KindOf(x.type));
       s.device.push_back(static_cast<int32_t>(x.device));
       s.stream.push_back(OrNone32(x.stream));
@@ -293,6 +326,7 @@ class Builder {
 
   void Ranges() {
     for (const auto& r : r_.ranges) {
+      if (!InWindow(r.start_ns, r.end_ns)) continue;
       const std::string_view name = Str(r.name);
       if (name.starts_with("ProfilerStep#")) program_marks_steps_ = true;
       PushAnnotation(t_.InternThread(r.pid, r.tid), name, r.start_ns, r.end_ns);
@@ -301,14 +335,16 @@ class Builder {
 
   void Iterations() {
     if (program_marks_steps_ || !main_thread_.valid()) return;
-    for (const auto& it : r_.iterations) {
-      if (it.traced == 0) continue;
+    for (const auto& it : window_) {
       PushAnnotation(main_thread_, fmt::format("ProfilerStep#{}", it.index), it.start_ns, it.end_ns);
     }
   }
 
   EmoRecords r_;
   Trace t_;
+  std::vector<emo_format::IterationRecord> window_;  // the last window's traced iterations
+  int64_t from_ = 0, to_ = 0;                        // its host time span, lead-in included
+  std::unordered_set<uint64_t> kept_;                // correlations of the API calls kept
   ThreadId main_thread_;
   bool program_marks_steps_ = false;
 };

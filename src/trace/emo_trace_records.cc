@@ -143,6 +143,28 @@ RunMeasurement MeasureRun(const EmoRecords& r) {
   if (m.iteration_source.empty() && !its.empty()) {
     m.iteration_source = its.front().source == static_cast<uint32_t>(ef::IterationSource::kNvtx) ? "nvtx" : "launch_period";
   }
+  // The launch-period finder may report a short-lived loop first (the layers of the first
+  // step) before the step loop supersedes it; iterations of one loop share their period
+  // (`launches`). Keep the loop of the traced window, or else the one that took most time.
+  if (m.iteration_source == "launch_period" && !its.empty()) {
+    std::map<uint32_t, TimeNs> time_of;
+    uint32_t loop = 0;
+    bool from_window = false;
+    for (const auto& it : its) {
+      time_of[it.launches] += it.end_ns - it.start_ns;
+      if (it.traced != 0) {
+        loop = it.launches;  // the last window's
+        from_window = true;
+      }
+    }
+    if (!from_window) {
+      loop = time_of.begin()->first;
+      for (const auto& [launches, ns] : time_of) {
+        if (ns > time_of[loop]) loop = launches;
+      }
+    }
+    std::erase_if(its, [&](const auto& it) { return it.launches != loop; });
+  }
   m.iterations = static_cast<int64_t>(its.size());
   // Usable untraced iterations: past start-up, and not the first after the traced window (it
   // pays for the flush of the window's buffers).

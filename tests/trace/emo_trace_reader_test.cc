@@ -28,7 +28,7 @@ bool Traced(uint64_t i) { return i == kTraced[0] || i == kTraced[1]; }
 // Ten 100 ms iterations of a two-stream loop (a kernel on stream 7, an event recorded after it,
 // stream 9 waiting on the event, a kernel on stream 9); iterations 5 and 6 traced. The energy
 // counter steps by 10 J every 100 ms (100 W) and is read every 50 ms; 50 W before the loop.
-std::string TwoStreamLoop(bool compress = false, bool end = true) {
+std::string TwoStreamLoop(bool compress = false, bool end = true, bool pretrace = false) {
   EmoTraceWriter w;
   w.Meta({{"format", "emo-trace"}, {"host", "h200-box"}, {"pid", "4242"}, {"rank", "3"}, {"world_size", "8"},
           {"config.mode", "trace"}, {"iteration.source", "launch_period"}, {"clock.cupti_ns", "1000"},
@@ -50,7 +50,9 @@ std::string TwoStreamLoop(bool compress = false, bool end = true) {
     w.Add(ef::RecordType::kIteration,
           ef::IterationRecord{i, s, s + kIteration, static_cast<uint32_t>(ef::IterationSource::kLaunchPeriod),
                               Traced(i) ? 1u : 0u, 2, ef::kNoName});
-    if (!Traced(i)) continue;
+    // The tracer records from the start until it finds the loop, and one lead-in iteration
+    // before the window: here iteration 1 (pretrace) and 4 (lead-in).
+    if (!Traced(i) && !(pretrace && (i == 1 || i == 4))) continue;
     const uint64_t c = 1000 + i * 10;
     const int64_t us = 1000;
     w.Add(ef::RecordType::kApi, ef::ApiRecord{s, s + 5 * us, c + 1, 10, 11, 211, launch, 0, 0});
@@ -121,6 +123,19 @@ TEST(EmoTraceReaderTest, RecordsBecomeTheNormalizedTrace) {
     EXPECT_EQ(t->diagnostics.Count(Diag::kTraceTruncated), 0u);
     std::filesystem::remove(path);
   }
+}
+
+TEST(EmoTraceReaderTest, OnlyTheWindowAndItsLeadInAreKept) {
+  const auto path = WriteTemp("pretrace.emotrace", TwoStreamLoop(false, true, /*pretrace=*/true));
+  auto t = trace::ReadTrace(path);
+  ASSERT_TRUE(t.ok()) << t.status().message();
+  EXPECT_EQ(t->gpu.size(), 6u);  // iterations 4, 5, 6; not 1
+  for (size_t i = 0; i < t->gpu.size(); ++i) EXPECT_GE(t->gpu.start[i], kT0 + 4 * kIteration);
+  EXPECT_EQ(t->syncs.size(), 3u);
+  size_t steps = 0;
+  for (size_t i = 0; i < t->cpu.size(); ++i) steps += t->Name(t->cpu.name[i]).starts_with("ProfilerStep#") ? 1 : 0;
+  EXPECT_EQ(steps, 2u);
+  std::filesystem::remove(path);
 }
 
 TEST(EmoTraceReaderTest, UntracedStepTimeAndEnergyComeFromOutsideTheWindow) {
