@@ -199,6 +199,10 @@ constexpr uint32_t kNoisyRuntime[] = {
 
 constexpr uint32_t kNoisyDriver[] = {
     CUPTI_DRIVER_TRACE_CBID_cuKernelGetAttribute,
+    // CUDA 13.0's runtime asks for the kernel and its name at every cudaLaunchKernel (seen on
+    // the H200: one cuKernelGetName per launch).
+    CUPTI_DRIVER_TRACE_CBID_cuKernelGetName,
+    CUPTI_DRIVER_TRACE_CBID_cuLibraryGetKernel,
     CUPTI_DRIVER_TRACE_CBID_cuDevicePrimaryCtxGetState,
     CUPTI_DRIVER_TRACE_CBID_cuCtxGetCurrent,
     CUPTI_DRIVER_TRACE_CBID_cuCtxGetDevice,

@@ -46,15 +46,19 @@ constexpr CUpti_CallbackId kDriverLaunches[] = {
 };
 
 // The activity kinds of the window; never CUPTI_ACTIVITY_KIND_KERNEL, which serializes kernels.
-constexpr CUpti_ActivityKind kActivityKinds[] = {
-    CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL,
-    CUPTI_ACTIVITY_KIND_MEMCPY,
-    CUPTI_ACTIVITY_KIND_MEMCPY2,
-    CUPTI_ACTIVITY_KIND_MEMSET,
+// The GPU-side kinds, switched on and off with each window.
+constexpr CUpti_ActivityKind kGpuActivityKinds[] = {
+    CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL, CUPTI_ACTIVITY_KIND_MEMCPY,          CUPTI_ACTIVITY_KIND_MEMCPY2,
+    CUPTI_ACTIVITY_KIND_MEMSET,            CUPTI_ACTIVITY_KIND_SYNCHRONIZATION, CUPTI_ACTIVITY_KIND_CUDA_EVENT,
+};
+// The API kinds, which give every record its correlation id. Measured on the H200 (CUDA 13.0,
+// CUPTI 130001): enabling them again while the program is inside a CUDA call (blocked in a
+// stream or event sync, say) leaves every later API and GPU record with one stale correlation
+// id, so a trace's launches no longer find their kernels. They stay on from the start until a
+// window has been traced, and come back on only for a later window.
+constexpr CUpti_ActivityKind kApiActivityKinds[] = {
     CUPTI_ACTIVITY_KIND_RUNTIME,
     CUPTI_ACTIVITY_KIND_DRIVER,
-    CUPTI_ACTIVITY_KIND_SYNCHRONIZATION,
-    CUPTI_ACTIVITY_KIND_CUDA_EVENT,
     CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION,
 };
 
@@ -70,6 +74,26 @@ uint64_t HashName(const char* s) {
     h = (h ^ static_cast<unsigned char>(s[i])) * 0x100000001b3ull;
   }
   return h;
+}
+
+// A driver launch names a CUfunction, which a library loaded again hands out anew: on the H200,
+// PyTorch's decode loop loaded a cuBLAS library at every step, so one kernel had a new
+// CUfunction each step and the launch sequence never repeated. The kernel's name (CUPTI's
+// symbolName) is the stable identity; it is hashed once per CUfunction through a per-thread
+// direct-mapped cache (no allocation, no lock in the launch path).
+uint64_t DriverFunction(const void* f, const char* symbol) {
+  if (symbol == nullptr || symbol[0] == '\0') return Bits(f);
+  struct Entry {
+    const void* f = nullptr;
+    uint64_t hash = 0;
+  };
+  thread_local Entry cache[1024];
+  Entry& e = cache[(Bits(f) >> 4) & 1023];
+  if (e.f != f) {
+    e.f = f;
+    e.hash = HashName(symbol);
+  }
+  return e.hash;
 }
 
 template <typename Params>
@@ -106,17 +130,17 @@ uint64_t Signature(CUpti_CallbackDomain domain, CUpti_CallbackId cbid, const CUp
     } else {
       switch (cbid) {
         case CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel:
-          return kDriverKernel ^ Bits(ParamsOf<cuLaunchKernel_params>(d)->f);
+          return kDriverKernel ^ DriverFunction(ParamsOf<cuLaunchKernel_params>(d)->f, d->symbolName);
         case CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel_ptsz:
-          return kDriverKernel ^ Bits(ParamsOf<cuLaunchKernel_ptsz_params>(d)->f);
+          return kDriverKernel ^ DriverFunction(ParamsOf<cuLaunchKernel_ptsz_params>(d)->f, d->symbolName);
         case CUPTI_DRIVER_TRACE_CBID_cuLaunchKernelEx:
-          return kDriverKernel ^ Bits(ParamsOf<cuLaunchKernelEx_params>(d)->f);
+          return kDriverKernel ^ DriverFunction(ParamsOf<cuLaunchKernelEx_params>(d)->f, d->symbolName);
         case CUPTI_DRIVER_TRACE_CBID_cuLaunchKernelEx_ptsz:
-          return kDriverKernel ^ Bits(ParamsOf<cuLaunchKernelEx_ptsz_params>(d)->f);
+          return kDriverKernel ^ DriverFunction(ParamsOf<cuLaunchKernelEx_ptsz_params>(d)->f, d->symbolName);
         case CUPTI_DRIVER_TRACE_CBID_cuLaunchCooperativeKernel:
-          return kDriverKernel ^ Bits(ParamsOf<cuLaunchCooperativeKernel_params>(d)->f);
+          return kDriverKernel ^ DriverFunction(ParamsOf<cuLaunchCooperativeKernel_params>(d)->f, d->symbolName);
         case CUPTI_DRIVER_TRACE_CBID_cuLaunchCooperativeKernel_ptsz:
-          return kDriverKernel ^ Bits(ParamsOf<cuLaunchCooperativeKernel_ptsz_params>(d)->f);
+          return kDriverKernel ^ DriverFunction(ParamsOf<cuLaunchCooperativeKernel_ptsz_params>(d)->f, d->symbolName);
         case CUPTI_DRIVER_TRACE_CBID_cuGraphLaunch:
           return kGraph ^ Bits(ParamsOf<cuGraphLaunch_params>(d)->hGraph);
         case CUPTI_DRIVER_TRACE_CBID_cuGraphLaunch_ptsz:
@@ -441,11 +465,9 @@ void CUPTIAPI Tracer::OnBufferCompleted(CUcontext context, uint32_t stream, uint
   }
 }
 
-void Tracer::SetActivities(bool on) {
-  if (on == activities_on_) return;
-  if (on && writer_failed_) return;
-  activities_on_ = on;
-  for (const CUpti_ActivityKind kind : kActivityKinds) {
+void Tracer::SetActivityKinds(const CUpti_ActivityKind* kinds, size_t n, bool on) {
+  for (size_t i = 0; i < n; ++i) {
+    const CUpti_ActivityKind kind = kinds[i];
     // A kind this CUPTI refused once is reported once, not at every window.
     const uint64_t bit = uint64_t{1} << (static_cast<unsigned>(kind) & 63);
     if (refused_kinds_ & bit) continue;
@@ -455,8 +477,22 @@ void Tracer::SetActivities(bool on) {
       EMO_CUPTI_OK(cuptiActivityDisable(kind));
     }
   }
+}
+
+void Tracer::SetActivities(bool on, bool api_too) {
+  if (on && writer_failed_) return;
+  const bool gpu_change = on != activities_on_;
+  const bool api_change = on ? !api_on_ : (api_too && api_on_);
+  if (!gpu_change && !api_change) return;
+  if (gpu_change) SetActivityKinds(kGpuActivityKinds, std::size(kGpuActivityKinds), on);
+  activities_on_ = on;
+  if (api_change) {
+    api_on_ = on;
+    SetActivityKinds(kApiActivityKinds, std::size(kApiActivityKinds), on);
+  }
   if (on) {
     ever_traced_.store(true, std::memory_order_release);
+    if (!api_change) return;
     // Enabling RUNTIME and DRIVER turned every API on; these calls turn the noisy ones off
     // again (the order matters: an enable of the kind overrides earlier per-API settings).
     for (uint32_t cbid = 1; cbid < CUPTI_RUNTIME_TRACE_CBID_SIZE; ++cbid) {
@@ -485,7 +521,7 @@ void Tracer::Shutdown(const char* reason) {
   control_wake_.notify_one();
   if (control_.joinable()) control_.join();
   // The control thread has stopped: its state is this thread's now.
-  if (activities_on_) SetActivities(false);
+  if (activities_on_ || api_on_) SetActivities(false, /*api_too=*/true);
   if (ever_traced_.load()) EMO_CUPTI_OK(cuptiActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED));
   EMO_CUPTI_OK(cuptiUnsubscribe(subscriber_));
   gpus_.Stop();

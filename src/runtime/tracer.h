@@ -87,7 +87,10 @@ class Tracer {
   void StartIteration(uint64_t index, uint64_t loop, uint64_t loop_index, uint64_t period);
   void WriteIteration(uint64_t index, int64_t start, int64_t end, uint32_t source, uint32_t launches,
                       const std::string& name);
-  void SetActivities(bool on);
+  // GPU-side activity kinds on or off; the API kinds go on with them, and off only with
+  // `api_too` (kApiActivityKinds in tracer.cc says why).
+  void SetActivities(bool on, bool api_too = false);
+  void SetActivityKinds(const CUpti_ActivityKind* kinds, size_t n, bool on);
   void ReportWindow();
 
   static std::atomic<Tracer*> current_;
@@ -132,6 +135,7 @@ class Tracer {
   bool reported_launch_source_ = false;
   std::string reported_window_meta_;
   bool activities_on_ = false;
+  bool api_on_ = false;
   uint64_t refused_kinds_ = 0;  // bit per CUpti_ActivityKind that cuptiActivityEnable refused
   bool writer_failed_ = false;
   int64_t flush_until_ns_ = 0;

@@ -20,6 +20,8 @@ constexpr auto kPollInterval = std::chrono::milliseconds(1);
 constexpr int64_t kFlushPeriodNs = 1'000'000'000;
 // The loop id given to NVTX iterations, apart from the finder's.
 constexpr uint64_t kNvtxLoop = ~uint64_t{0} - 1;
+// The shortest iteration a launch-period loop may have to be traced.
+constexpr int64_t kMinWindowIterationNs = 100'000;
 // Launches taken from the ring per poll, to keep the thread responsive.
 constexpr size_t kMaxLaunchesPerPoll = size_t{1} << 16;
 
@@ -34,7 +36,7 @@ void Tracer::ControlLoop() {
     }
     DrainControl();
     const int64_t now = CuptiNow();
-    if ((activities_on_ || now < flush_until_ns_) && now >= next_flush_ns_) {
+    if ((activities_on_ || api_on_ || now < flush_until_ns_) && now >= next_flush_ns_) {
       EMO_CUPTI_OK(cuptiActivityFlushAll(0));
       next_flush_ns_ = now + kFlushPeriodNs;
     }
@@ -45,7 +47,7 @@ void Tracer::ControlLoop() {
     if (!writer_failed_ && writer_.failed()) {
       // The file cannot grow: records would only fill the pool.
       writer_failed_ = true;
-      SetActivities(false);
+      SetActivities(false, /*api_too=*/true);
     }
   }
   DrainControl();
@@ -90,7 +92,13 @@ void Tracer::OnLaunchIterations(const std::vector<LaunchIteration>& iterations) 
   next_index_ += iterations.size();
   // The launch that completed the last of them starts the next iteration (index next_index_).
   const LaunchIteration& last = iterations.back();
-  StartIteration(next_index_, last.loop, last.loop_index + 1, last.launches);
+  // A loop whose iterations last under kMinWindowIterationNs is a run inside the step (one
+  // kernel launched 32 times in a row, seen on the H200), not the step: it gets no window, so
+  // the step loop found later gets the first one (a second window costs a re-enable of the API
+  // kinds, see SetActivities).
+  if (last.end_ns - last.start_ns >= kMinWindowIterationNs) {
+    StartIteration(next_index_, last.loop, last.loop_index + 1, last.launches);
+  }
   for (size_t k = 0; k < iterations.size(); ++k) {
     const LaunchIteration& it = iterations[k];
     WriteIteration(first + k, it.start_ns, it.end_ns, static_cast<uint32_t>(fmt::IterationSource::kLaunchPeriod),
@@ -130,7 +138,9 @@ void Tracer::StartIteration(uint64_t index, uint64_t loop, uint64_t loop_index, 
       SetActivities(true);
       break;
     case TraceWindow::Action::kDisable:
-      SetActivities(false);
+      // The API kinds stay on between the start and the first traced window (their correlation
+      // ids), and go off once a window is complete.
+      SetActivities(false, /*api_too=*/!window_->windows().empty() && window_->windows().back().complete);
       break;
     case TraceWindow::Action::kNone:
       break;

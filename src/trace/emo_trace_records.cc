@@ -168,6 +168,13 @@ RunMeasurement MeasureRun(const EmoRecords& r) {
   m.iterations = static_cast<int64_t>(its.size());
   // Usable untraced iterations: past start-up, and not the first after the traced window (it
   // pays for the flush of the window's buffers).
+  // The trace is the last window (meta window.*); iterations traced in an earlier window are
+  // neither the trace's nor untraced.
+  const int64_t first = ToInt(r.meta, "window.first_iteration", -1), last = ToInt(r.meta, "window.last_iteration", -1);
+  auto in_last_window = [&](const emo_format::IterationRecord& it) {
+    const auto i = static_cast<int64_t>(it.index);
+    return it.traced != 0 && (first < 0 || last < first || (i >= first && i <= last));
+  };
   std::vector<bool> usable(its.size(), false);
   std::vector<TimeNs> traced, untraced;
   for (size_t i = 0; i < its.size(); ++i) {
@@ -175,7 +182,7 @@ RunMeasurement MeasureRun(const EmoRecords& r) {
     m.iteration_ns.push_back(ns);
     m.iteration_traced.push_back(its[i].traced != 0);
     if (its[i].traced != 0) {
-      traced.push_back(ns);
+      if (in_last_window(its[i])) traced.push_back(ns);
       continue;
     }
     usable[i] = i >= kStartupIterations && !(i > 0 && its[i - 1].traced != 0);

@@ -185,8 +185,9 @@ TEST_F(InjectFakeCuptiTest, LaunchPeriodWindow) {
   EXPECT_EQ(meta["end.reason"], "exit");
   EXPECT_EQ(meta["launches.seen"], "55");
   EXPECT_EQ(meta["launch_period.loops"], "1");
-  // 31 kernels, 31 API calls, 10 iterations, 1 GPU.
-  EXPECT_EQ(meta["records.written"], "73");
+  // 31 kernels, 41 API calls (the API kinds stay on from the start to the window's end: their
+  // correlation ids), 10 iterations, 1 GPU.
+  EXPECT_EQ(meta["records.written"], "83");
   EXPECT_EQ(meta["records.incomplete"], "0");
   EXPECT_FALSE(meta["clock.cupti_ns"].empty());
 
@@ -224,8 +225,10 @@ TEST_F(InjectFakeCuptiTest, LaunchPeriodWindow) {
   size_t in_window = 0;
   for (const auto& k : kernels) in_window += k.start_ns >= iterations[6].start_ns && k.start_ns < iterations[7].end_ns;
   EXPECT_EQ(in_window, 10u);
+  // API calls: every launch from the start to the one that ended the window, with no gap.
   const auto apis = Records<fmt::ApiRecord>(chunks, fmt::RecordType::kApi);
-  ASSERT_EQ(apis.size(), kernels.size());
+  ASSERT_EQ(apis.size(), 41u);
+  for (size_t i = 0; i < apis.size(); ++i) EXPECT_EQ(apis[i].correlation, i + 1);
   for (const auto& a : apis) {
     EXPECT_EQ(strings.at(a.name), "cudaLaunchKernel");
     EXPECT_EQ(a.driver, 0u);
