@@ -263,9 +263,12 @@ bool Tracer::Start(const InjectConfig& config, std::string* error) {
   }
   if (!EnableCallbacks(error)) return fail(*error);
   writer_.AddMeta(StartMeta(path_));
-  gpus_.Start(clock_, &driver_, [this](const DecodedRecord& r, std::string name, int offset) {
-    writer_.AddRecord(r, std::move(name), offset);
-  });
+  // EMO_TRACE_NVML=0 leaves NVML alone (no energy, no power): to measure what sampling costs.
+  if (const char* nvml = std::getenv("EMO_TRACE_NVML"); nvml == nullptr || std::string(nvml) != "0") {
+    gpus_.Start(clock_, &driver_, [this](const DecodedRecord& r, std::string name, int offset) {
+      writer_.AddRecord(r, std::move(name), offset);
+    });
+  }
   // Pretrace: on until the first loop is found (the window decides from there), so a program
   // whose iterations are never found is traced from start to exit.
   if (config_.mode == TraceMode::kTrace) SetActivities(true);

@@ -136,6 +136,9 @@ class Tracer {
   std::string reported_window_meta_;
   bool activities_on_ = false;
   bool api_on_ = false;
+  // Durations of the latest iterations of the launch-period loop `loop_durations_of_`.
+  uint64_t loop_durations_of_ = 0;
+  std::vector<int64_t> loop_durations_;
   uint64_t refused_kinds_ = 0;  // bit per CUpti_ActivityKind that cuptiActivityEnable refused
   bool writer_failed_ = false;
   int64_t flush_until_ns_ = 0;

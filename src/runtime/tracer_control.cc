@@ -1,5 +1,6 @@
 // The tracer's control thread: launches and NVTX iteration ranges in, iterations and the
 // activity window out.
+#include <algorithm>
 #include <chrono>
 #include <cstddef>
 #include <cstring>
@@ -20,8 +21,10 @@ constexpr auto kPollInterval = std::chrono::milliseconds(1);
 constexpr int64_t kFlushPeriodNs = 1'000'000'000;
 // The loop id given to NVTX iterations, apart from the finder's.
 constexpr uint64_t kNvtxLoop = ~uint64_t{0} - 1;
-// The shortest iteration a launch-period loop may have to be traced.
+// The shortest median iteration a launch-period loop may have to be traced, over its latest
+// kLoopDurationsKept iterations.
 constexpr int64_t kMinWindowIterationNs = 100'000;
+constexpr size_t kLoopDurationsKept = 33;
 // Launches taken from the ring per poll, to keep the thread responsive.
 constexpr size_t kMaxLaunchesPerPoll = size_t{1} << 16;
 
@@ -92,11 +95,22 @@ void Tracer::OnLaunchIterations(const std::vector<LaunchIteration>& iterations) 
   next_index_ += iterations.size();
   // The launch that completed the last of them starts the next iteration (index next_index_).
   const LaunchIteration& last = iterations.back();
-  // A loop whose iterations last under kMinWindowIterationNs is a run inside the step (one
-  // kernel launched 32 times in a row, seen on the H200), not the step: it gets no window, so
-  // the step loop found later gets the first one (a second window costs a re-enable of the API
-  // kinds, see SetActivities).
-  if (last.end_ns - last.start_ns >= kMinWindowIterationNs) {
+  // A loop whose iterations last under kMinWindowIterationNs (median of its recent ones) is a
+  // run inside the step or the set-up (one kernel launched 32 times in a row, a weight
+  // initialisation kernel per parameter: both seen on the H200), not the step: it gets no
+  // window, so the step loop found later gets the first one (a second window costs a re-enable
+  // of the API kinds, see SetActivities).
+  if (last.loop != loop_durations_of_) {
+    loop_durations_of_ = last.loop;
+    loop_durations_.clear();
+  }
+  for (const LaunchIteration& it : iterations) {
+    if (loop_durations_.size() == kLoopDurationsKept) loop_durations_.erase(loop_durations_.begin());
+    loop_durations_.push_back(it.end_ns - it.start_ns);
+  }
+  std::vector<int64_t> sorted = loop_durations_;
+  std::nth_element(sorted.begin(), sorted.begin() + static_cast<ptrdiff_t>(sorted.size() / 2), sorted.end());
+  if (sorted[sorted.size() / 2] >= kMinWindowIterationNs) {
     StartIteration(next_index_, last.loop, last.loop_index + 1, last.launches);
   }
   for (size_t k = 0; k < iterations.size(); ++k) {
