@@ -299,6 +299,11 @@ class Builder {
     auto& s = t_.syncs;
     for (const auto& x : r_.syncs) {
       if (!Kept(x.correlation)) continue;
+      // A wait in the lead-in iteration may name a record made before it, which the trace does
+      // not keep: the lead-in is not analysed, so the wait goes rather than show as unresolved.
+      const auto rec = x.event_sync_id == ef::kNone ? by_sync_id.end() : by_sync_id.find(x.event_sync_id);
+      const bool resolved = rec != by_sync_id.end() && Kept(rec->second->correlation);
+      if (!resolved && !window_.empty() && x.start_ns < window_.front().start_ns) continue;
       s.kind.push_back(KindOf(x.type));
       s.device.push_back(static_cast<int32_t>(x.device));
       s.stream.push_back(OrNone32(x.stream));
