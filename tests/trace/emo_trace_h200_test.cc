@@ -1,0 +1,87 @@
+// The EMO traces recorded on the H200 (data/h200_emo, examples/): read whole, analysed with an
+// exact replay and no inferred cross-stream edge, the CUDA graph's kernels in place, and the
+// untraced step time and energy the tracer measured beside them.
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "emo/analysis/analyze.h"
+#include "emo/trace/reader.h"
+
+namespace emo::testing {
+namespace {
+
+struct Case {
+  const char* file;
+  int traced;       // iterations traced (--iterations)
+  bool streams;     // several streams with event waits and a CUDA graph
+};
+
+class EmoTraceH200Test : public ::testing::TestWithParam<Case> {};
+
+TEST_P(EmoTraceH200Test, ReadsAndAnalysesExactly) {
+  const Case& c = GetParam();
+  const std::string path = std::string(EMO_SOURCE_DIR) + "/" + c.file;
+  auto t = trace::ReadTrace(path);
+  ASSERT_TRUE(t.ok()) << t.status().message();
+  ASSERT_TRUE(t->meta.run.has_value());
+  const auto& run = *t->meta.run;
+  EXPECT_TRUE(run.complete) << run.end_note;
+  EXPECT_EQ(run.dropped_records, 0);
+  EXPECT_EQ(run.traced_iterations, c.traced);
+  EXPECT_GT(run.untraced_iterations, 100);
+  EXPECT_GT(run.untraced_step_ns, 0);
+  ASSERT_EQ(run.gpus.size(), 1u);
+  EXPECT_EQ(run.gpus[0].name, "NVIDIA H200");
+  const auto& g = run.gpus[0];
+  EXPECT_GT(g.energy_per_iteration_j, 0.0);
+  // The counter updates every ~100 ms: a window of a few seconds pins the energy per iteration
+  // to a few %; a short one (the streams program runs 0.4 s) says how little it knows.
+  const double window_s = static_cast<double>(g.window_end - g.window_start) * 1e-9;
+  EXPECT_GT(g.counter_period_ns, 50'000'000);
+  EXPECT_LT(g.counter_period_ns, 200'000'000);
+  if (window_s >= 2.0) {
+    EXPECT_LT(g.uncertainty_per_iteration_j, 0.1 * g.energy_per_iteration_j) << window_s << " s";
+  } else {
+    EXPECT_GT(g.uncertainty_per_iteration_j, 0.2 * g.energy_per_iteration_j) << window_s << " s";
+  }
+
+  analysis::AnalyzeOptions options;
+  options.overhead.mode = analysis::OverheadOptions::Mode::kOff;  // the traced timeline
+  auto a = analysis::AnalyzeTrace(path, options);
+  ASSERT_TRUE(a.ok()) << a.status().message();
+  EXPECT_EQ(static_cast<int>(a->iterations.iterations.size()), c.traced);
+  EXPECT_LE(std::abs(a->replay_error_pct()), 1.0);
+  const auto d = a->AllDiagnostics();
+  EXPECT_EQ(d.Count(Diag::kWaitEdgeRecordPair) + d.Count(Diag::kWaitEdgeLastLaunch) + d.Count(Diag::kWaitEdgeNone) +
+                d.Count(Diag::kWaitEdgeEventId),
+            0u)
+      << "every stream wait names its record (cudaEventSyncId)";
+  if (c.streams) {
+    EXPECT_GT(d.Count(Diag::kWaitEdgeExact), 0u);
+    EXPECT_GT(d.Count(Diag::kCudaGraphKernels), 0u);
+    size_t graph_kernels = 0;
+    for (size_t i = 0; i < t->gpu.size(); ++i) graph_kernels += t->gpu.graph_id[i] >= 0 ? 1 : 0;
+    EXPECT_EQ(graph_kernels % 6, 0u) << "the captured graph has 6 kernels: whole graphs only";
+    EXPECT_GE(graph_kernels, 6u * static_cast<size_t>(c.traced));
+  }
+  // By default the analysis stands on the untraced step time the tracer measured.
+  auto fitted = analysis::AnalyzeTrace(path, {});
+  ASSERT_TRUE(fitted.ok());
+  EXPECT_EQ(fitted->overhead.source, analysis::OverheadSource::kStepTime);
+}
+
+INSTANTIATE_TEST_SUITE_P(Recorded, EmoTraceH200Test,
+                         ::testing::Values(Case{"data/h200_emo/train_loop.emotrace", 5, false},
+                                           Case{"data/h200_emo/train_loop_nvtx.emotrace", 5, false},
+                                           Case{"data/h200_emo/decode_loop.emotrace", 5, false},
+                                           Case{"examples/streams_graph_h200.emotrace", 4, true}),
+                         [](const auto& p) {
+                           std::string n = p.param.file;
+                           n = n.substr(n.rfind('/') + 1);
+                           n = n.substr(0, n.find('.'));
+                           return n;
+                         });
+
+}  // namespace
+}  // namespace emo::testing
