@@ -146,13 +146,16 @@ void GpuMonitor::Run() {
   auto next_samples = std::chrono::steady_clock::now() + kSamplePeriod;
   while (true) {
     std::vector<uint32_t> pending;
+    bool stopping = false;
     {
       std::unique_lock<std::mutex> lock(mutex_);
       wake_.wait_for(lock, kEnergyPeriod, [&] { return stop_ || !pending_.empty(); });
-      if (stop_) break;
+      stopping = stop_;
       pending.swap(pending_);
     }
+    // A device added just before the stop is still named: a short program's trace names its GPU.
     for (const uint32_t ordinal : pending) Resolve(ordinal);
+    if (stopping) break;
     for (Device& d : devices_) {
       ReadEnergy(&d);
       if (!d.ring) ReadPower(&d);

@@ -152,9 +152,15 @@ void Tracer::StartIteration(uint64_t index, uint64_t loop, uint64_t loop_index, 
       SetActivities(true);
       break;
     case TraceWindow::Action::kDisable:
-      // The API kinds stay on between the start and the first traced window (their correlation
-      // ids), and go off once a window is complete.
-      SetActivities(false, /*api_too=*/!window_->windows().empty() && window_->windows().back().complete);
+      // Activities stay on from the start until a window has been traced, and go off only
+      // then: enabling CUPTI activity kinds again while the program runs CUDA calls is what
+      // went wrong on the H200 (CUDA 13.0): with the API kinds, every later record kept one
+      // stale correlation id; with the GPU kinds, one run in about ten of the streams program
+      // aborted in the allocator ("double free or corruption") at that moment. Warm-up
+      // iterations are recorded too; the reader keeps the window.
+      if (!window_->windows().empty() && window_->windows().back().complete) {
+        SetActivities(false, /*api_too=*/true);
+      }
       break;
     case TraceWindow::Action::kNone:
       break;

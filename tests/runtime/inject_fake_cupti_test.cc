@@ -151,14 +151,13 @@ TEST_F(InjectFakeCuptiTest, LaunchPeriodWindow) {
                [](const Hooks& h) {
                  Loop loop(h);
                  h.create_context(0);
-                 // Pretrace is on until the loop is found, at the first launch of iteration 3.
+                 // Activities are on from the start (the loop is found at the first launch of
+                 // iteration 3) through the warm-up and the window, and go off only after it.
                  for (int k = 0; k < 3; ++k) loop.Iteration();
                  loop.Launch(0);
-                 Wait(h, 0, "when the loop was found");
                  for (int i = 1; i < 5; ++i) loop.Launch(i);
                  loop.Iteration();  // 4
-                 loop.Launch(0);    // 5: the lead-in starts
-                 Wait(h, 1, "for the lead-in");
+                 loop.Launch(0);    // 5: the lead-in
                  for (int i = 1; i < 5; ++i) loop.Launch(i);
                  loop.Iteration();  // 6
                  loop.Iteration();  // 7
@@ -185,9 +184,9 @@ TEST_F(InjectFakeCuptiTest, LaunchPeriodWindow) {
   EXPECT_EQ(meta["end.reason"], "exit");
   EXPECT_EQ(meta["launches.seen"], "55");
   EXPECT_EQ(meta["launch_period.loops"], "1");
-  // 31 kernels, 41 API calls (the API kinds stay on from the start to the window's end: their
-  // correlation ids), 10 iterations, 1 GPU.
-  EXPECT_EQ(meta["records.written"], "83");
+  // 41 kernels and 41 API calls (everything is on from the start to the window's end), 10
+  // iterations, 1 GPU.
+  EXPECT_EQ(meta["records.written"], "93");
   EXPECT_EQ(meta["records.incomplete"], "0");
   EXPECT_FALSE(meta["clock.cupti_ns"].empty());
 
@@ -205,8 +204,7 @@ TEST_F(InjectFakeCuptiTest, LaunchPeriodWindow) {
     }
   }
 
-  // Kernel records: launches 0..15 (pretrace, up to the one that found the loop), 26..40
-  // (the lead-in after its first launch, the window, the launch that ended it).
+  // Kernel records: every launch from the first to the one that ended the window.
   const auto kernels = Records<fmt::KernelRecord>(chunks, fmt::RecordType::kKernel);
   const auto strings = Strings(chunks);
   std::vector<uint64_t> correlations;
@@ -218,8 +216,7 @@ TEST_F(InjectFakeCuptiTest, LaunchPeriodWindow) {
     EXPECT_EQ(k.end_ns - k.start_ns, 1000);
   }
   std::vector<uint64_t> expected;
-  for (uint64_t c = 1; c <= 16; ++c) expected.push_back(c);
-  for (uint64_t c = 27; c <= 41; ++c) expected.push_back(c);
+  for (uint64_t c = 1; c <= 41; ++c) expected.push_back(c);
   EXPECT_EQ(correlations, expected);
   // The window's iterations, 6 and 7, are traced whole.
   size_t in_window = 0;
