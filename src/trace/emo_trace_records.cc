@@ -166,11 +166,17 @@ RunMeasurement MeasureRun(const EmoRecords& r) {
     std::erase_if(its, [&](const auto& it) { return it.launches != loop; });
   }
   m.iterations = static_cast<int64_t>(its.size());
-  // Usable untraced iterations: past start-up, and not the first after the traced window (it
-  // pays for the flush of the window's buffers).
+  // Usable untraced iterations: past start-up, after the traced window, and not the first after
+  // it (it pays for the flush of the window's buffers).
   // The trace is the last window (meta window.*); iterations traced in an earlier window are
   // neither the trace's nor untraced.
-  const int64_t first = ToInt(r.meta, "window.first_iteration", -1), last = ToInt(r.meta, "window.last_iteration", -1);
+  const int64_t first = ToInt(r.meta, "window.first_iteration", -1);
+  int64_t last = ToInt(r.meta, "window.last_iteration", -1);
+  if (last < 0) {  // no window meta: the traced iterations say where it was
+    for (const auto& it : its) {
+      if (it.traced != 0) last = std::max(last, static_cast<int64_t>(it.index));
+    }
+  }
   auto in_last_window = [&](const emo_format::IterationRecord& it) {
     const auto i = static_cast<int64_t>(it.index);
     return it.traced != 0 && (first < 0 || last < first || (i >= first && i <= last));
@@ -185,7 +191,11 @@ RunMeasurement MeasureRun(const EmoRecords& r) {
       if (in_last_window(its[i])) traced.push_back(ns);
       continue;
     }
-    usable[i] = i >= kStartupIterations && !(i > 0 && its[i - 1].traced != 0);
+    // The tracer records from the start until its window has been traced (docs/runtime.md): only
+    // iterations after the window ran untraced. Without a window (monitor mode, or no loop), all
+    // past start-up did.
+    const bool after_window = last < 0 || static_cast<int64_t>(its[i].index) > last + 1;
+    usable[i] = i >= kStartupIterations && !(i > 0 && its[i - 1].traced != 0) && after_window;
     if (usable[i]) untraced.push_back(ns);
   }
   m.traced_iterations = static_cast<int64_t>(traced.size());

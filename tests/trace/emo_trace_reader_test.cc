@@ -22,10 +22,11 @@ constexpr int64_t kMs = 1'000'000;
 constexpr int64_t kIteration = 100 * kMs;  // host time per iteration
 constexpr int64_t kT0 = 1'000 * kMs;       // the first iteration starts here
 constexpr uint32_t kTraced[] = {5, 6};
+constexpr uint64_t kIterations = 14;
 
 bool Traced(uint64_t i) { return i == kTraced[0] || i == kTraced[1]; }
 
-// Ten 100 ms iterations of a two-stream loop (a kernel on stream 7, an event recorded after it,
+// Fourteen 100 ms iterations of a two-stream loop (a kernel on stream 7, an event recorded after it,
 // stream 9 waiting on the event, a kernel on stream 9); iterations 5 and 6 traced. The energy
 // counter steps by 10 J every 100 ms (100 W) and is read every 50 ms; 50 W before the loop.
 std::string TwoStreamLoop(bool compress = false, bool end = true, bool pretrace = false) {
@@ -38,14 +39,14 @@ std::string TwoStreamLoop(bool compress = false, bool end = true, bool pretrace 
   gpu.name = w.Str("NVIDIA H200");
   w.Add(ef::RecordType::kGpu, gpu);
   for (int64_t t = kT0 - 400 * kMs; t < kT0; t += 20 * kMs) w.Add(ef::RecordType::kPower, ef::PowerRecord{t, 0, 50'000});
-  for (int64_t t = kT0 - 100 * kMs; t <= kT0 + 11 * kIteration; t += 50 * kMs) {
+  for (int64_t t = kT0 - 100 * kMs; t <= kT0 + 15 * kIteration; t += 50 * kMs) {
     const int64_t steps = (t - (kT0 - 100 * kMs)) / (100 * kMs);
     w.Add(ef::RecordType::kEnergy, ef::EnergyRecord{t, static_cast<uint64_t>(1'000'000 + steps * 10'000), 0, 3000});
   }
   w.Flush(compress);
   const uint32_t launch = w.Str("cudaLaunchKernel_v7000"), record = w.Str("cudaEventRecord_v3020"),
                  wait = w.Str("cudaStreamWaitEvent_v3020"), gemm = w.Str("gemm_kernel"), add = w.Str("add_kernel");
-  for (uint64_t i = 0; i < 10; ++i) {
+  for (uint64_t i = 0; i < kIterations; ++i) {
     const int64_t s = kT0 + static_cast<int64_t>(i) * kIteration;
     w.Add(ef::RecordType::kIteration,
           ef::IterationRecord{i, s, s + kIteration, static_cast<uint32_t>(ef::IterationSource::kLaunchPeriod),
@@ -146,21 +147,22 @@ TEST(EmoTraceReaderTest, UntracedStepTimeAndEnergyComeFromOutsideTheWindow) {
   const auto& run = *t->meta.run;
   EXPECT_TRUE(run.complete);
   EXPECT_EQ(run.iteration_source, "launch_period");
-  EXPECT_EQ(run.iterations, 10);
+  EXPECT_EQ(run.iterations, 14);
   EXPECT_EQ(run.traced_iterations, 2);
-  // 0 and 1 are start-up, 7 pays for the window's flush: 2, 3, 4, 8, 9 remain.
-  EXPECT_EQ(run.untraced_iterations, 5);
+  // The tracer records until its window is done: only 8..13 ran untraced (7 pays for the
+  // window's flush).
+  EXPECT_EQ(run.untraced_iterations, 6);
   EXPECT_EQ(run.untraced_step_ns, kIteration);
   EXPECT_EQ(run.clock_realtime_offset_ns, 4000);
   ASSERT_EQ(run.gpus.size(), 1u);
   const auto& g = run.gpus[0];
   EXPECT_EQ(g.name, "NVIDIA H200");
-  EXPECT_EQ(g.iterations, 3);  // the longest run of usable iterations: 2, 3, 4
-  EXPECT_EQ(g.window_start, kT0 + 2 * kIteration);
+  EXPECT_EQ(g.iterations, 6);  // 8..13
+  EXPECT_EQ(g.window_start, kT0 + 8 * kIteration);
   EXPECT_NEAR(g.energy_per_iteration_j, 10.0, 1e-9);
   EXPECT_NEAR(g.busy_power_w, 100.0, 1e-9);
   EXPECT_EQ(g.counter_period_ns, 100 * kMs);
-  EXPECT_NEAR(g.uncertainty_per_iteration_j, 2 * 100.0 * 0.1 / 3, 1e-9);
+  EXPECT_NEAR(g.uncertainty_per_iteration_j, 2 * 100.0 * 0.1 / 6, 1e-9);
   EXPECT_NEAR(g.idle_power_w, 50.0, 1e-9);
   std::filesystem::remove(path);
 }
