@@ -60,7 +60,9 @@ DecodeResult Kernel(const CUpti_ActivityKernel10& k, DecodeContext* context, Dec
   return DecodeResult::kRecord;
 }
 
-DecodeResult Memcpy(const CUpti_ActivityMemcpy6& m, DecodedRecord* out) {
+// MEMCPY and MEMCPY2 (peer-to-peer) records share these fields.
+template <typename Copy>
+DecodeResult AnyMemcpy(const Copy& m, uint8_t peer, DecodedRecord* out) {
   if (!Complete(m.start, m.end)) return DecodeResult::kIncomplete;
   fmt::MemcpyRecord r{};
   r.start_ns = Ns(m.start);
@@ -74,29 +76,14 @@ DecodeResult Memcpy(const CUpti_ActivityMemcpy6& m, DecodedRecord* out) {
   r.copy_kind = m.copyKind;
   r.src_kind = m.srcKind;
   r.dst_kind = m.dstKind;
-  r.peer = 0;
+  r.peer = peer;
   Put(fmt::RecordType::kMemcpy, r, out);
   return DecodeResult::kRecord;
 }
 
-DecodeResult PeerMemcpy(const CUpti_ActivityMemcpyPtoP4& m, DecodedRecord* out) {
-  if (!Complete(m.start, m.end)) return DecodeResult::kIncomplete;
-  fmt::MemcpyRecord r{};
-  r.start_ns = Ns(m.start);
-  r.end_ns = Ns(m.end);
-  r.correlation = m.correlationId;
-  r.bytes = m.bytes;
-  r.graph_id = GraphId(m.graphId);
-  r.device = m.deviceId;
-  r.context = m.contextId;
-  r.stream = m.streamId;
-  r.copy_kind = m.copyKind;
-  r.src_kind = m.srcKind;
-  r.dst_kind = m.dstKind;
-  r.peer = 1;
-  Put(fmt::RecordType::kMemcpy, r, out);
-  return DecodeResult::kRecord;
-}
+DecodeResult Memcpy(const CUpti_ActivityMemcpy6& m, DecodedRecord* out) { return AnyMemcpy(m, 0, out); }
+
+DecodeResult PeerMemcpy(const CUpti_ActivityMemcpyPtoP4& m, DecodedRecord* out) { return AnyMemcpy(m, 1, out); }
 
 DecodeResult Memset(const CUpti_ActivityMemset4& m, DecodedRecord* out) {
   if (!Complete(m.start, m.end)) return DecodeResult::kIncomplete;

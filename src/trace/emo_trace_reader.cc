@@ -133,15 +133,6 @@ constexpr uint32_t kMaxDevices = 4096;
 int64_t OrNone(uint64_t v) { return v == ef::kNone ? -1 : static_cast<int64_t>(v); }
 int64_t OrNone32(uint32_t v) { return v == 0xffffffffu ? -1 : static_cast<int64_t>(v); }
 
-int64_t MetaInt(const std::map<std::string, std::string>& meta, const std::string& key, int64_t fallback) {
-  auto it = meta.find(key);
-  if (it == meta.end()) return fallback;
-  int64_t v = fallback;
-  const auto& s = it->second;
-  if (std::from_chars(s.data(), s.data() + s.size(), v).ec != std::errc()) return fallback;
-  return v;
-}
-
 class Builder {
  public:
   Builder(const std::string& path, EmoRecords r) : r_(std::move(r)) {

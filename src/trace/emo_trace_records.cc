@@ -16,14 +16,6 @@ void Decode(const unsigned char* body, size_t size, std::vector<T>* out) {
   out->push_back(record);
 }
 
-int64_t ToInt(const std::map<std::string, std::string>& meta, const char* key, int64_t fallback) {
-  auto it = meta.find(key);
-  if (it == meta.end()) return fallback;
-  int64_t v = fallback;
-  if (std::from_chars(it->second.data(), it->second.data() + it->second.size(), v).ec != std::errc()) return fallback;
-  return v;
-}
-
 std::string ToString(const std::map<std::string, std::string>& meta, const char* key, std::string fallback) {
   auto it = meta.find(key);
   return it == meta.end() ? fallback : it->second;
@@ -58,6 +50,14 @@ bool EnergyAt(const std::vector<ef::EnergyRecord>& reads, TimeNs t, double* mj) 
 constexpr size_t kStartupIterations = 2;
 
 }  // namespace
+
+int64_t MetaInt(const std::map<std::string, std::string>& meta, const std::string& key, int64_t fallback) {
+  auto it = meta.find(key);
+  if (it == meta.end()) return fallback;
+  int64_t v = fallback;
+  if (std::from_chars(it->second.data(), it->second.data() + it->second.size(), v).ec != std::errc()) return fallback;
+  return v;
+}
 
 void EmoRecords::Add(ef::ChunkKind kind, std::string_view payload) {
   const auto* p = reinterpret_cast<const unsigned char*>(payload.data());
@@ -132,8 +132,8 @@ RunMeasurement MeasureRun(const EmoRecords& r) {
   m.mode = ToString(r.meta, "config.mode", "trace");
   m.iteration_source = ToString(r.meta, "iteration.source", r.iterations.empty() ? "none" : "");
   m.host = ToString(r.meta, "host", "");
-  m.pid = ToInt(r.meta, "pid", -1);
-  m.clock_realtime_offset_ns = ToInt(r.meta, "clock.realtime_ns", 0) - ToInt(r.meta, "clock.cupti_ns", 0);
+  m.pid = MetaInt(r.meta, "pid", -1);
+  m.clock_realtime_offset_ns = MetaInt(r.meta, "clock.realtime_ns", 0) - MetaInt(r.meta, "clock.cupti_ns", 0);
   m.complete = r.complete;
   m.end_note = r.end_note;
   for (const auto& d : r.dropped) m.dropped_records += static_cast<int64_t>(d.dropped);
@@ -170,8 +170,8 @@ RunMeasurement MeasureRun(const EmoRecords& r) {
   // it (it pays for the flush of the window's buffers).
   // The trace is the last window (meta window.*); iterations traced in an earlier window are
   // neither the trace's nor untraced.
-  const int64_t first = ToInt(r.meta, "window.first_iteration", -1);
-  int64_t last = ToInt(r.meta, "window.last_iteration", -1);
+  const int64_t first = MetaInt(r.meta, "window.first_iteration", -1);
+  int64_t last = MetaInt(r.meta, "window.last_iteration", -1);
   if (last < 0) {  // no window meta: the traced iterations say where it was
     for (const auto& it : its) {
       if (it.traced != 0) last = std::max(last, static_cast<int64_t>(it.index));

@@ -39,6 +39,10 @@ struct EmoRecords {
   void Add(emo_format::ChunkKind kind, std::string_view payload);
 };
 
+// The integer meta value of `key` (emo_format.h's meta chunk), `fallback` when absent or not an
+// integer.
+int64_t MetaInt(const std::map<std::string, std::string>& meta, const std::string& key, int64_t fallback);
+
 // What the tracer measured: host time per iteration inside and outside the traced window, and
 // each GPU's energy over the untraced iterations (emo/trace/trace.h RunMeasurement).
 RunMeasurement MeasureRun(const EmoRecords& r);
