@@ -4,7 +4,6 @@
 #include <libdeflate.h>
 
 #include <algorithm>
-#include <charconv>
 #include <map>
 #include <memory>
 #include <string>
