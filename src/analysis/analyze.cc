@@ -286,6 +286,18 @@ nlohmann::json AnalysisToJson(const TraceAnalysis& a) {
     // EMO traces: the tracer timed the iterations outside its window (the same program, untraced).
     j["iteration_time_us"]["untraced"] = NsToUs(run->untraced_step_ns);
     j["iteration_time_us"]["untraced_iterations"] = run->untraced_iterations;
+    // ... and read each GPU's energy counter over them: measured, beside the model's predictions.
+    json gpus = json::array();
+    for (const auto& g : run->gpus) {
+      const bool measured = g.iterations > 0 && g.energy_j >= 0;
+      gpus.push_back({{"device", g.device},
+                      {"name", g.name},
+                      {"energy_per_iteration_j", measured ? json(g.energy_per_iteration_j) : json(nullptr)},
+                      {"uncertainty_per_iteration_j", measured ? json(g.uncertainty_per_iteration_j) : json(nullptr)},
+                      {"busy_power_w", measured ? json(g.busy_power_w) : json(nullptr)},
+                      {"window_iterations", g.iterations}});
+    }
+    j["measured_energy"] = {{"source", "NVML energy counter over the untraced iterations (emo trace)"}, {"gpus", gpus}};
   }
   j["timeline"] = a.corrected() ? "corrected" : "traced";
   j["overhead"] = OverheadToJson(a);

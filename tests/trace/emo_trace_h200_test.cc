@@ -5,6 +5,8 @@
 
 #include <string>
 
+#include <nlohmann/json.hpp>
+
 #include "emo/analysis/analyze.h"
 #include "emo/trace/reader.h"
 
@@ -67,6 +69,10 @@ TEST_P(EmoTraceH200Test, ReadsAndAnalysesExactly) {
   auto fitted = analysis::AnalyzeTrace(path, {});
   ASSERT_TRUE(fitted.ok());
   EXPECT_EQ(fitted->overhead.source, analysis::OverheadSource::kStepTime);
+  // ... and shows the energy it measured, beside whatever a model predicts.
+  const auto j = analysis::AnalysisToJson(*fitted);
+  ASSERT_TRUE(j.contains("measured_energy")) << j.dump(1);
+  EXPECT_DOUBLE_EQ(j["measured_energy"]["gpus"][0]["energy_per_iteration_j"].get<double>(), g.energy_per_iteration_j);
 }
 
 INSTANTIATE_TEST_SUITE_P(Recorded, EmoTraceH200Test,
