@@ -266,6 +266,24 @@ void to_json(nlohmann::json& j, const PathGap& g) {
   j = {{"where", g.where}, {"us", NsToUs(g.ns)}, {"reason", g.reason}};
 }
 
+nlohmann::json GpuEnergyToJson(const trace::GpuEnergy& g) {
+  using nlohmann::json;
+  const bool measured = g.iterations > 0 && g.energy_j >= 0;
+  auto energy = [&](double v) { return measured ? json(v) : json(nullptr); };
+  return {{"device", g.device},
+          {"name", g.name},
+          {"energy_per_iteration_j", energy(g.energy_per_iteration_j)},
+          {"uncertainty_per_iteration_j", energy(g.uncertainty_per_iteration_j)},
+          {"window_iterations", g.iterations},
+          {"window_s", static_cast<double>(g.window_end - g.window_start) * 1e-9},
+          {"window_energy_j", energy(g.energy_j)},
+          {"counter_period_ms", static_cast<double>(g.counter_period_ns) * 1e-6},
+          {"busy_power_w", energy(g.busy_power_w)},
+          {"idle_power_w", g.idle_power_w < 0 ? json(nullptr) : json(g.idle_power_w)},
+          {"counter_reads", g.counter_reads},
+          {"power_samples", g.power_samples}};
+}
+
 nlohmann::json AnalysisToJson(const TraceAnalysis& a) {
   using nlohmann::json;
   json j;
@@ -288,15 +306,7 @@ nlohmann::json AnalysisToJson(const TraceAnalysis& a) {
     j["iteration_time_us"]["untraced_iterations"] = run->untraced_iterations;
     // ... and read each GPU's energy counter over them: measured, beside the model's predictions.
     json gpus = json::array();
-    for (const auto& g : run->gpus) {
-      const bool measured = g.iterations > 0 && g.energy_j >= 0;
-      gpus.push_back({{"device", g.device},
-                      {"name", g.name},
-                      {"energy_per_iteration_j", measured ? json(g.energy_per_iteration_j) : json(nullptr)},
-                      {"uncertainty_per_iteration_j", measured ? json(g.uncertainty_per_iteration_j) : json(nullptr)},
-                      {"busy_power_w", measured ? json(g.busy_power_w) : json(nullptr)},
-                      {"window_iterations", g.iterations}});
-    }
+    for (const auto& g : run->gpus) gpus.push_back(GpuEnergyToJson(g));
     j["measured_energy"] = {{"source", "NVML energy counter over the untraced iterations (emo trace)"}, {"gpus", gpus}};
   }
   j["timeline"] = a.corrected() ? "corrected" : "traced";

@@ -4,6 +4,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "emo/analysis/analyze.h"
 #include "emo/base/text.h"
 
 namespace emo::report {
@@ -47,21 +48,7 @@ nlohmann::json RunToJson(const std::string& path, const trace::Trace& t) {
                        {"traced", OrNull(r.traced_step_ns > 0 ? Ms(r.traced_step_ns) : -1)},
                        {"tracing_overhead_pct", both ? nlohmann::json(OverheadPct(r)) : nlohmann::json(nullptr)}};
   nlohmann::json gpus = nlohmann::json::array();
-  for (const auto& g : r.gpus) {
-    const bool measured = g.iterations > 0 && g.energy_j >= 0;
-    gpus.push_back({{"device", g.device},
-                    {"name", g.name},
-                    {"energy_per_iteration_j", measured ? nlohmann::json(g.energy_per_iteration_j) : nlohmann::json(nullptr)},
-                    {"uncertainty_per_iteration_j", measured ? nlohmann::json(g.uncertainty_per_iteration_j) : nlohmann::json(nullptr)},
-                    {"window_iterations", g.iterations},
-                    {"window_s", static_cast<double>(g.window_end - g.window_start) * 1e-9},
-                    {"window_energy_j", measured ? nlohmann::json(g.energy_j) : nlohmann::json(nullptr)},
-                    {"counter_period_ms", Ms(g.counter_period_ns)},
-                    {"busy_power_w", measured ? nlohmann::json(g.busy_power_w) : nlohmann::json(nullptr)},
-                    {"idle_power_w", OrNull(g.idle_power_w)},
-                    {"counter_reads", g.counter_reads},
-                    {"power_samples", g.power_samples}});
-  }
+  for (const auto& g : r.gpus) gpus.push_back(analysis::GpuEnergyToJson(g));
   j["gpus"] = gpus;
   j["records"] = {{"gpu_ops", t.gpu.size()}, {"cpu_events", t.cpu.size()}, {"dropped", r.dropped_records}};
   nlohmann::json per = nlohmann::json::array();

@@ -60,19 +60,26 @@ DecodeResult Kernel(const CUpti_ActivityKernel10& k, DecodeContext* context, Dec
   return DecodeResult::kRecord;
 }
 
-// MEMCPY and MEMCPY2 (peer-to-peer) records share these fields.
+// The fields every copy and memset record has (CUPTI's MEMCPY, MEMCPY2 and MEMSET structs name
+// them alike).
+template <typename Op, typename Record>
+void CopyCommon(const Op& m, Record* r) {
+  r->start_ns = Ns(m.start);
+  r->end_ns = Ns(m.end);
+  r->correlation = m.correlationId;
+  r->bytes = m.bytes;
+  r->graph_id = GraphId(m.graphId);
+  r->device = m.deviceId;
+  r->context = m.contextId;
+  r->stream = m.streamId;
+}
+
+// MEMCPY and MEMCPY2 (peer-to-peer) records.
 template <typename Copy>
 DecodeResult AnyMemcpy(const Copy& m, uint8_t peer, DecodedRecord* out) {
   if (!Complete(m.start, m.end)) return DecodeResult::kIncomplete;
   fmt::MemcpyRecord r{};
-  r.start_ns = Ns(m.start);
-  r.end_ns = Ns(m.end);
-  r.correlation = m.correlationId;
-  r.bytes = m.bytes;
-  r.graph_id = GraphId(m.graphId);
-  r.device = m.deviceId;
-  r.context = m.contextId;
-  r.stream = m.streamId;
+  CopyCommon(m, &r);
   r.copy_kind = m.copyKind;
   r.src_kind = m.srcKind;
   r.dst_kind = m.dstKind;
@@ -88,14 +95,7 @@ DecodeResult PeerMemcpy(const CUpti_ActivityMemcpyPtoP4& m, DecodedRecord* out) 
 DecodeResult Memset(const CUpti_ActivityMemset4& m, DecodedRecord* out) {
   if (!Complete(m.start, m.end)) return DecodeResult::kIncomplete;
   fmt::MemsetRecord r{};
-  r.start_ns = Ns(m.start);
-  r.end_ns = Ns(m.end);
-  r.correlation = m.correlationId;
-  r.bytes = m.bytes;
-  r.graph_id = GraphId(m.graphId);
-  r.device = m.deviceId;
-  r.context = m.contextId;
-  r.stream = m.streamId;
+  CopyCommon(m, &r);
   r.value = m.value;
   Put(fmt::RecordType::kMemset, r, out);
   return DecodeResult::kRecord;
@@ -218,13 +218,7 @@ bool IsNoisyApi(bool driver, uint32_t cbid) {
 }
 
 std::string_view ApiDisplayName(bool driver, std::string_view cupti_name) {
-  if (driver) return cupti_name;
-  const size_t v = cupti_name.rfind("_v");
-  if (v == std::string_view::npos || cupti_name.size() - (v + 2) < 4) return cupti_name;
-  for (size_t i = v + 2; i < cupti_name.size(); ++i) {
-    if (cupti_name[i] < '0' || cupti_name[i] > '9') return cupti_name;
-  }
-  return cupti_name.substr(0, v);
+  return driver ? cupti_name : fmt::BareApiName(cupti_name);
 }
 
 DecodeResult DecodeActivity(const CUpti_Activity* activity, DecodeContext* context, DecodedRecord* out) {

@@ -74,17 +74,6 @@ void WalkChunks(const std::string& path, std::string_view data, EmoRecords* reco
   if (!records->complete) stop("no end chunk (the program exited without the tracer's shutdown: killed or crashed?)");
 }
 
-// "cudaLaunchKernel_v7000" -> "cudaLaunchKernel": CUPTI's callback names carry the API version
-// the function appeared in; Kineto traces and EMO's rules use the bare name.
-std::string_view ApiName(std::string_view name) {
-  const size_t v = name.rfind("_v");
-  if (v == std::string_view::npos || name.size() - v < 6) return name;
-  for (size_t i = v + 2; i < name.size(); ++i) {
-    if (name[i] < '0' || name[i] > '9') return name;
-  }
-  return name.substr(0, v);
-}
-
 // Kineto's memcpy names, so blocking-call rules that look at "Pageable" work the same.
 std::string MemcpyName(const ef::MemcpyRecord& m) {
   auto kind = [](uint8_t k) -> std::string_view {
@@ -210,7 +199,7 @@ class Builder {
       const ThreadId th = t_.InternThread(a.pid, a.tid);
       c.thread.push_back(th);
       c.kind.push_back(a.driver != 0 ? CpuKind::kDriver : CpuKind::kRuntime);
-      const std::string_view name = ApiName(Str(a.name));
+      const std::string_view name = ef::BareApiName(Str(a.name));
       c.name.push_back(t_.strings.Intern(name));
       c.start.push_back(a.start_ns);
       c.end.push_back(std::max(a.end_ns, a.start_ns));
@@ -292,7 +281,7 @@ class Builder {
       // A wait in the lead-in iteration may name a record made before it, which the trace does
       // not keep: the lead-in is not analysed, so the wait goes rather than show as unresolved.
       const auto rec = x.event_sync_id == ef::kNone ? by_sync_id.end() : by_sync_id.find(x.event_sync_id);
-      const bool resolved = rec != by_sync_id.end() && Kept(rec->second->correlation);
+      const bool resolved = rec != by_sync_id.end();  // by_sync_id holds kept records only
       if (!resolved && !window_.empty() && x.start_ns < window_.front().start_ns) continue;
       s.kind.push_back(KindOf(x.type));
       s.device.push_back(static_cast<int32_t>(x.device));
@@ -301,9 +290,8 @@ class Builder {
       s.end.push_back(std::max(x.end_ns, x.start_ns));
       s.correlation.push_back(static_cast<int64_t>(x.correlation));
       s.event_id.push_back(OrNone32(x.cuda_event));
-      auto it = x.event_sync_id == ef::kNone ? by_sync_id.end() : by_sync_id.find(x.event_sync_id);
-      s.wait_on_stream.push_back(it == by_sync_id.end() ? -1 : static_cast<int64_t>(it->second->stream));
-      s.wait_on_record_corr.push_back(it == by_sync_id.end() ? -1 : static_cast<int64_t>(it->second->correlation));
+      s.wait_on_stream.push_back(resolved ? static_cast<int64_t>(rec->second->stream) : -1);
+      s.wait_on_record_corr.push_back(resolved ? static_cast<int64_t>(rec->second->correlation) : -1);
     }
   }
 

@@ -114,6 +114,11 @@ Result<TraceAnalysis> AnalyzeTrace(const std::string& path, const AnalyzeOptions
 // Analyses a trace already in memory (tests build small traces by hand).
 Result<TraceAnalysis> AnalyzeTrace(trace::Trace trace, const AnalyzeOptions& options);
 
+// One GPU's energy as an EMO trace measured it (trace::GpuEnergy): the object of `emo analyze`'s
+// `measured_energy.gpus[]` and of `emo trace --json`'s `traces[].gpus[]`; energies null where
+// the counter reads do not cover the window.
+nlohmann::json GpuEnergyToJson(const trace::GpuEnergy& g);
+
 // The `emo analyze` JSON object of one analysis (BRIEF contract fields and more).
 nlohmann::json AnalysisToJson(const TraceAnalysis& a);
 // The job-level JSON of several ranks: per-trace objects under "traces" and job summary fields.

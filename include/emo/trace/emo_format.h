@@ -1,7 +1,7 @@
 // EMO's own trace format (`emo trace`): what the CUPTI injection library (src/runtime) writes and
-// the emo reader (src/trace/emo_trace_reader.cc) reads. Header-only and dependency-free (C++17,
-// <cstdint>/<cstring> only) because the injection library includes it too and must run where
-// none of EMO's other dependencies are installed.
+// the emo reader (src/trace/emo_trace_reader.cc) reads. Header-only and dependency-free (the
+// C++ standard library's <cstdint>, <cstring>, <string_view> only) because the injection
+// library includes it too and must run where none of EMO's other dependencies are installed.
 //
 // A file is the 16-byte FileHeader, then chunks, each a ChunkHeader and its payload. Chunks are
 // written whole by one thread, so a program that is killed, or a disk that fills, leaves a file
@@ -32,6 +32,7 @@
 
 #include <cstdint>
 #include <cstring>
+#include <string_view>
 
 namespace emo::trace::emo_format {
 
@@ -229,6 +230,18 @@ struct GpuRecord {
   char pci_bus_id[32];
   char uuid[48];
 };
+
+// "cudaLaunchKernel_v7000" -> "cudaLaunchKernel": CUPTI's callback names end in the version the
+// function appeared in (`_v` and 4 or more digits); Kineto traces and EMO's rules use the bare
+// name. Shorter suffixes are part of the name ("cuMemcpyHtoD_v2").
+inline std::string_view BareApiName(std::string_view name) {
+  const size_t v = name.rfind("_v");
+  if (v == std::string_view::npos || name.size() - (v + 2) < 4) return name;
+  for (size_t i = v + 2; i < name.size(); ++i) {
+    if (name[i] < '0' || name[i] > '9') return name;
+  }
+  return name.substr(0, v);
+}
 
 // Appends one record (header + struct) at `out`; returns the bytes written. `out` needs
 // sizeof(RecordHeader) + sizeof(T) bytes.
