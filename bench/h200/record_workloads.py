@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Records held-out H200 workloads: traces, and beside each trace the truth of its own loop.
 
-Protocol (../shared BRIEF.md, "Ground truth"): every trace is recorded in a fresh Python process
+Protocol: every trace is recorded in a fresh Python process
 that has never started the profiler (the profiler leaves CPU overhead behind after it stops),
 and that process first measures, on the same loop structure as its trace, without the profiler:
   - the step time: `sync` loop = torch.cuda.synchronize() after every step, per-step median;
