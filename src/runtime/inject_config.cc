@@ -44,6 +44,7 @@ InjectConfig ReadInjectConfig(const std::function<const char*(const char*)>& get
   ReadInt(kWarmupOption, getenv, &config.warmup, warnings);
   ReadInt(kIterationsOption, getenv, &config.iterations, warnings);
   ReadInt(kBufferPoolOption, getenv, &config.buffer_pool_mib, warnings);
+  ReadInt(kAnchorOption, getenv, &config.anchor, warnings);
   if (const char* regex = getenv(kNvtxRegexEnv); regex != nullptr && *regex != '\0') {
     // std::regex reports a bad pattern by throwing; it stays inside this function.
     try {

@@ -1,7 +1,7 @@
-// A bounded lock-free queue from many producers (the application threads that launch kernels)
-// to one consumer (the tracer's control thread): Vyukov's bounded MPMC queue with a single
-// consumer. A producer never blocks and never allocates; when the ring is full the launch is
-// counted as dropped.
+// A bounded lock-free queue from many producers (the application threads that launch kernels
+// and make anchor calls) to one consumer (the tracer's control thread): Vyukov's bounded MPMC
+// queue with a single consumer. A producer never blocks and never allocates; when the ring is
+// full the event is counted as dropped.
 #pragma once
 
 #include <atomic>
@@ -14,6 +14,10 @@ namespace emo::runtime {
 struct LaunchEvent {
   uint64_t signature = 0;
   int64_t time_ns = 0;
+  // 0 for a kernel or graph launch; for an anchor call (a host sync or copy, see
+  // anchor_finder.h) its CUPTI domain << 24 | callback id, and for a copy its size.
+  uint32_t anchor = 0;
+  uint32_t bytes = 0;
 };
 
 class LaunchRing {

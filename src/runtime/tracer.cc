@@ -8,6 +8,7 @@
 #include <sys/file.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
@@ -45,6 +46,37 @@ constexpr CUpti_CallbackId kDriverLaunches[] = {
     CUPTI_DRIVER_TRACE_CBID_cuGraphLaunch_ptsz,
 };
 
+// Anchor calls (anchor_finder.h): host syncs and copies, which most loops make a few times per
+// iteration; followed from the start, so that once the loop is found one of them can stand in
+// for the launch callbacks. Rare next to launches, so they cost little.
+constexpr CUpti_CallbackId kRuntimeAnchors[] = {
+    CUPTI_RUNTIME_TRACE_CBID_cudaMemcpy_v3020,
+    CUPTI_RUNTIME_TRACE_CBID_cudaMemcpy_ptds_v7000,
+    CUPTI_RUNTIME_TRACE_CBID_cudaMemcpyAsync_v3020,
+    CUPTI_RUNTIME_TRACE_CBID_cudaMemcpyAsync_ptsz_v7000,
+    CUPTI_RUNTIME_TRACE_CBID_cudaStreamSynchronize_v3020,
+    CUPTI_RUNTIME_TRACE_CBID_cudaStreamSynchronize_ptsz_v7000,
+    CUPTI_RUNTIME_TRACE_CBID_cudaEventSynchronize_v3020,
+    CUPTI_RUNTIME_TRACE_CBID_cudaDeviceSynchronize_v3020,
+};
+constexpr CUpti_CallbackId kDriverAnchors[] = {
+    CUPTI_DRIVER_TRACE_CBID_cuMemcpy,
+    CUPTI_DRIVER_TRACE_CBID_cuMemcpyAsync,
+    CUPTI_DRIVER_TRACE_CBID_cuMemcpyAsync_ptsz,
+    CUPTI_DRIVER_TRACE_CBID_cuMemcpyHtoD_v2,
+    CUPTI_DRIVER_TRACE_CBID_cuMemcpyHtoD_v2_ptds,
+    CUPTI_DRIVER_TRACE_CBID_cuMemcpyDtoH_v2,
+    CUPTI_DRIVER_TRACE_CBID_cuMemcpyDtoH_v2_ptds,
+    CUPTI_DRIVER_TRACE_CBID_cuMemcpyHtoDAsync_v2,
+    CUPTI_DRIVER_TRACE_CBID_cuMemcpyHtoDAsync_v2_ptsz,
+    CUPTI_DRIVER_TRACE_CBID_cuMemcpyDtoHAsync_v2,
+    CUPTI_DRIVER_TRACE_CBID_cuMemcpyDtoHAsync_v2_ptsz,
+    CUPTI_DRIVER_TRACE_CBID_cuStreamSynchronize,
+    CUPTI_DRIVER_TRACE_CBID_cuStreamSynchronize_ptsz,
+    CUPTI_DRIVER_TRACE_CBID_cuEventSynchronize,
+    CUPTI_DRIVER_TRACE_CBID_cuCtxSynchronize,
+};
+
 // The activity kinds of the window; never CUPTI_ACTIVITY_KIND_KERNEL, which serializes kernels.
 // The GPU-side kinds, switched on and off with each window.
 constexpr CUpti_ActivityKind kGpuActivityKinds[] = {
@@ -62,8 +94,20 @@ constexpr CUpti_ActivityKind kApiActivityKinds[] = {
     CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION,
 };
 
-// Thread-local: how deep this thread is inside runtime launch calls.
+// Thread-local: how deep this thread is inside runtime launch calls, as of launch-callback
+// generation t_launch_generation; and inside runtime anchor calls.
 thread_local int t_runtime_launch_depth = 0;
+thread_local uint32_t t_launch_generation = 0;
+thread_local int t_runtime_anchor_depth = 0;
+
+template <size_t N>
+bool Contains(const CUpti_CallbackId (&ids)[N], CUpti_CallbackId cbid) {
+  return std::find(std::begin(ids), std::end(ids), cbid) != std::end(ids);
+}
+
+bool IsAnchor(CUpti_CallbackDomain domain, CUpti_CallbackId cbid) {
+  return domain == CUPTI_CB_DOMAIN_RUNTIME_API ? Contains(kRuntimeAnchors, cbid) : Contains(kDriverAnchors, cbid);
+}
 
 uint64_t Bits(const void* p) { return static_cast<uint64_t>(reinterpret_cast<uintptr_t>(p)); }
 
@@ -153,6 +197,52 @@ uint64_t Signature(CUpti_CallbackDomain domain, CUpti_CallbackId cbid, const CUp
   // __cudaLaunchKernel (CUDA 13's <<<>>>) has no parameter struct in the 13.0 headers: its
   // kernel's name stands in.
   return kNamed ^ HashName(d->symbolName);
+}
+
+// Bytes moved by an anchor copy (0 for a sync): part of its signature, so that the loss read
+// back each step is told apart from a batch copied in.
+uint64_t AnchorBytes(CUpti_CallbackDomain domain, CUpti_CallbackId cbid, const CUpti_CallbackData* d) {
+  if (d->functionParams == nullptr) return 0;
+  if (domain == CUPTI_CB_DOMAIN_RUNTIME_API) {
+    switch (cbid) {
+      case CUPTI_RUNTIME_TRACE_CBID_cudaMemcpy_v3020:
+        return ParamsOf<cudaMemcpy_v3020_params>(d)->count;
+      case CUPTI_RUNTIME_TRACE_CBID_cudaMemcpy_ptds_v7000:
+        return ParamsOf<cudaMemcpy_ptds_v7000_params>(d)->count;
+      case CUPTI_RUNTIME_TRACE_CBID_cudaMemcpyAsync_v3020:
+        return ParamsOf<cudaMemcpyAsync_v3020_params>(d)->count;
+      case CUPTI_RUNTIME_TRACE_CBID_cudaMemcpyAsync_ptsz_v7000:
+        return ParamsOf<cudaMemcpyAsync_ptsz_v7000_params>(d)->count;
+      default:
+        return 0;
+    }
+  }
+  switch (cbid) {
+    case CUPTI_DRIVER_TRACE_CBID_cuMemcpy:
+      return ParamsOf<cuMemcpy_params>(d)->ByteCount;
+    case CUPTI_DRIVER_TRACE_CBID_cuMemcpyAsync:
+      return ParamsOf<cuMemcpyAsync_params>(d)->ByteCount;
+    case CUPTI_DRIVER_TRACE_CBID_cuMemcpyAsync_ptsz:
+      return ParamsOf<cuMemcpyAsync_ptsz_params>(d)->ByteCount;
+    case CUPTI_DRIVER_TRACE_CBID_cuMemcpyHtoD_v2:
+      return ParamsOf<cuMemcpyHtoD_v2_params>(d)->ByteCount;
+    case CUPTI_DRIVER_TRACE_CBID_cuMemcpyHtoD_v2_ptds:
+      return ParamsOf<cuMemcpyHtoD_v2_ptds_params>(d)->ByteCount;
+    case CUPTI_DRIVER_TRACE_CBID_cuMemcpyDtoH_v2:
+      return ParamsOf<cuMemcpyDtoH_v2_params>(d)->ByteCount;
+    case CUPTI_DRIVER_TRACE_CBID_cuMemcpyDtoH_v2_ptds:
+      return ParamsOf<cuMemcpyDtoH_v2_ptds_params>(d)->ByteCount;
+    case CUPTI_DRIVER_TRACE_CBID_cuMemcpyHtoDAsync_v2:
+      return ParamsOf<cuMemcpyHtoDAsync_v2_params>(d)->ByteCount;
+    case CUPTI_DRIVER_TRACE_CBID_cuMemcpyHtoDAsync_v2_ptsz:
+      return ParamsOf<cuMemcpyHtoDAsync_v2_ptsz_params>(d)->ByteCount;
+    case CUPTI_DRIVER_TRACE_CBID_cuMemcpyDtoHAsync_v2:
+      return ParamsOf<cuMemcpyDtoHAsync_v2_params>(d)->ByteCount;
+    case CUPTI_DRIVER_TRACE_CBID_cuMemcpyDtoHAsync_v2_ptsz:
+      return ParamsOf<cuMemcpyDtoHAsync_v2_ptsz_params>(d)->ByteCount;
+    default:
+      return 0;
+  }
 }
 
 std::string OneLine(std::string s) {
@@ -313,6 +403,12 @@ bool Tracer::EnableCallbacks(std::string* error) {
   for (const CUpti_CallbackId cbid : kDriverLaunches) {
     EMO_CUPTI_OK(cuptiEnableCallback(1, subscriber_, CUPTI_CB_DOMAIN_DRIVER_API, cbid));
   }
+  for (const CUpti_CallbackId cbid : kRuntimeAnchors) {
+    EMO_CUPTI_OK(cuptiEnableCallback(1, subscriber_, CUPTI_CB_DOMAIN_RUNTIME_API, cbid));
+  }
+  for (const CUpti_CallbackId cbid : kDriverAnchors) {
+    EMO_CUPTI_OK(cuptiEnableCallback(1, subscriber_, CUPTI_CB_DOMAIN_DRIVER_API, cbid));
+  }
   if (!EMO_CUPTI_OK(
           cuptiEnableCallback(1, subscriber_, CUPTI_CB_DOMAIN_RESOURCE, CUPTI_CBID_RESOURCE_CONTEXT_CREATED)) ||
       !EMO_CUPTI_OK(cuptiEnableCallback(1, subscriber_, CUPTI_CB_DOMAIN_RESOURCE,
@@ -378,7 +474,11 @@ void CUPTIAPI Tracer::OnCallback(void* userdata, CUpti_CallbackDomain domain, CU
   switch (domain) {
     case CUPTI_CB_DOMAIN_RUNTIME_API:
     case CUPTI_CB_DOMAIN_DRIVER_API:
-      tracer->OnLaunch(domain, cbid, static_cast<const CUpti_CallbackData*>(data));
+      if (IsAnchor(domain, cbid)) {
+        tracer->OnAnchor(domain, cbid, static_cast<const CUpti_CallbackData*>(data));
+      } else {
+        tracer->OnLaunch(domain, cbid, static_cast<const CUpti_CallbackData*>(data));
+      }
       return;
     case CUPTI_CB_DOMAIN_RESOURCE:
       tracer->OnResource(cbid, static_cast<const CUpti_ResourceData*>(data));
@@ -394,6 +494,10 @@ void CUPTIAPI Tracer::OnCallback(void* userdata, CUpti_CallbackDomain domain, CU
 // The hot path: runs on the application's thread for every kernel launch. No lock, no
 // allocation: a timestamp and one push into the ring.
 void Tracer::OnLaunch(CUpti_CallbackDomain domain, CUpti_CallbackId cbid, const CUpti_CallbackData* data) {
+  if (const uint32_t g = launch_generation_.load(std::memory_order_relaxed); g != t_launch_generation) {
+    t_launch_generation = g;
+    t_runtime_launch_depth = 0;
+  }
   if (domain == CUPTI_CB_DOMAIN_RUNTIME_API) {
     if (data->callbackSite == CUPTI_API_EXIT) {
       if (t_runtime_launch_depth > 0) --t_runtime_launch_depth;
@@ -407,6 +511,36 @@ void Tracer::OnLaunch(CUpti_CallbackDomain domain, CUpti_CallbackId cbid, const 
     return;
   }
   launches_.TryPush(LaunchEvent{Signature(domain, cbid, data), CuptiNow()});
+}
+
+// An anchor call: as cheap as a launch, and as rare as the program's syncs and copies. A
+// driver call made inside a runtime one (cudaMemcpyAsync calling cuMemcpyAsync) is the same call.
+void Tracer::OnAnchor(CUpti_CallbackDomain domain, CUpti_CallbackId cbid, const CUpti_CallbackData* data) {
+  if (domain == CUPTI_CB_DOMAIN_RUNTIME_API) {
+    if (data->callbackSite == CUPTI_API_EXIT) {
+      if (t_runtime_anchor_depth > 0) --t_runtime_anchor_depth;
+      return;
+    }
+    if (t_runtime_anchor_depth++ > 0) return;
+  } else if (data->callbackSite != CUPTI_API_ENTER || t_runtime_anchor_depth > 0) {
+    return;
+  }
+  const uint64_t bytes = AnchorBytes(domain, cbid, data);
+  const uint32_t call = (static_cast<uint32_t>(domain) << 24) | (cbid & 0xffffffu);
+  const uint64_t signature = (0xA5C0000000000000ull | call) ^ (bytes * 0x9E3779B97F4A7C15ull);
+  launches_.TryPush(LaunchEvent{signature, CuptiNow(), call, static_cast<uint32_t>(std::min<uint64_t>(bytes, UINT32_MAX))});
+}
+
+void Tracer::SetLaunchCallbacks(bool on) {
+  if (on == launch_callbacks_on_) return;
+  if (on) launch_generation_.fetch_add(1, std::memory_order_relaxed);
+  for (const CUpti_CallbackId cbid : kRuntimeLaunches) {
+    EMO_CUPTI_OK(cuptiEnableCallback(on ? 1 : 0, subscriber_, CUPTI_CB_DOMAIN_RUNTIME_API, cbid));
+  }
+  for (const CUpti_CallbackId cbid : kDriverLaunches) {
+    EMO_CUPTI_OK(cuptiEnableCallback(on ? 1 : 0, subscriber_, CUPTI_CB_DOMAIN_DRIVER_API, cbid));
+  }
+  launch_callbacks_on_ = on;
 }
 
 void Tracer::OnResource(CUpti_CallbackId cbid, const CUpti_ResourceData* data) {
@@ -532,16 +666,20 @@ void Tracer::Shutdown(const char* reason) {
   auto put = [&m](const char* key, const std::string& value) { m += std::string(key) + "=" + OneLine(value) + "\n"; };
   put("end.reason", reason);
   put("end.cupti_ns", std::to_string(CuptiNow()));
-  put("iteration.source", nvtx_source_ ? "nvtx" : finder_ && finder_->loops() > 0 ? "launch_period" : "none");
+  const uint64_t loops = loop_offset_ + (finder_ ? finder_->loops() : 0);
+  put("iteration.source", nvtx_source_ ? "nvtx" : loops > 0 ? "launch_period" : "none");
   put("iteration.count", std::to_string(next_index_));
   put("launches.seen", std::to_string(launches_seen_.load()));
   put("launches.dropped", std::to_string(launches_.dropped()));
   put("nvml", gpus_.nvml_status());
   if (finder_) {
-    put("launch_period.loops", std::to_string(finder_->loops()));
-    put("launch_period.lost", std::to_string(finder_->lost()));
+    put("launch_period.loops", std::to_string(loops));
+    put("launch_period.lost", std::to_string(lost_offset_ + finder_->lost()));
   }
-  if (window_ && !nvtx_source_ && finder_->loops() == 0) {
+  put("anchor.follows", std::to_string(anchor_follows_));
+  put("anchor.given_up", std::to_string(anchor_given_up_));
+  if (!anchor_last_reason_.empty()) put("anchor.given_up_reason", anchor_last_reason_);
+  if (window_ && !nvtx_source_ && loops == 0) {
     put("window.note", "no iterations were found: activities were on from the start to the end");
   }
   // The writer adds its record counts once the last records are written.

@@ -2,9 +2,10 @@
 // control thread that turns launches and NVTX ranges into iterations and opens and closes the
 // activity window, the writer and the GPU monitor. docs/runtime.md describes the whole.
 //
-// Threads: application threads only run the CUPTI callbacks (a launch callback takes a
-// timestamp and pushes into a lock-free ring); the control thread owns the period finder and
-// the window; the writer thread owns the file; the GPU thread owns NVML. The session object is
+// Threads: application threads only run the CUPTI callbacks (a launch or anchor callback takes
+// a timestamp and pushes into a lock-free ring); the control thread owns the period finder, the
+// anchor finder and the window, and turns the launch callbacks off and on; the writer thread
+// owns the file; the GPU thread owns NVML. The session object is
 // never destroyed: a callback may still run on another thread while the process exits.
 #pragma once
 
@@ -24,6 +25,7 @@
 
 #include "clock_reference.h"
 #include "driver_api.h"
+#include "emo/runtime/anchor_finder.h"
 #include "emo/runtime/inject_config.h"
 #include "emo/runtime/launch_period_finder.h"
 #include "emo/runtime/trace_window.h"
@@ -70,6 +72,8 @@ class Tracer {
   bool EnableCallbacks(std::string* error);
   std::string StartMeta(const std::string& path) const;
   void OnLaunch(CUpti_CallbackDomain domain, CUpti_CallbackId cbid, const CUpti_CallbackData* data);
+  void OnAnchor(CUpti_CallbackDomain domain, CUpti_CallbackId cbid, const CUpti_CallbackData* data);
+  void SetLaunchCallbacks(bool on);
   void OnResource(CUpti_CallbackId cbid, const CUpti_ResourceData* data);
   void OnNvtx(CUpti_CallbackId cbid, const void* data);
   void NvtxPush(std::string name);
@@ -83,6 +87,14 @@ class Tracer {
   void ControlLoop();
   void DrainControl();
   void OnLaunchIterations(const std::vector<LaunchIteration>& iterations);
+  void OnAnchorEvent(const LaunchEvent& e);
+  // Whether iterations may now be followed without launch callbacks (the window, if any, is
+  // traced and its activities are off).
+  bool MayStopLaunchCallbacks() const;
+  // Turns the launch callbacks off once iterations can be followed without them: by NVTX
+  // ranges, or by an anchor call when one is stable.
+  void SettleLaunchCallbacks();
+  void StopFollowingAnchor(const char* why);
   void OnNvtxBoundary(const NvtxBoundary& b);
   void StartIteration(uint64_t index, uint64_t loop, uint64_t loop_index, uint64_t period);
   void WriteIteration(uint64_t index, int64_t start, int64_t end, uint32_t source, uint32_t launches,
@@ -122,6 +134,18 @@ class Tracer {
   std::condition_variable control_wake_;
   bool control_stop_ = false;
   std::optional<LaunchPeriodFinder> finder_;
+  uint64_t loop_offset_ = 0;   // loops of the finders replaced after an anchor was given up
+  uint64_t lost_offset_ = 0;   // their lost locks
+  AnchorFinder anchors_;
+  std::optional<AnchorFollower> follower_;
+  bool launch_callbacks_on_ = true;
+  std::unordered_map<uint64_t, std::pair<uint32_t, uint32_t>> anchor_calls_;  // signature: (call, bytes)
+  uint64_t anchor_follows_ = 0;
+  uint64_t anchor_given_up_ = 0;
+  std::string anchor_last_reason_;
+  // Bumped when the launch callbacks come back on: a thread that was inside a runtime launch
+  // when they went off never saw its exit callback, and resets its nesting depth.
+  std::atomic<uint32_t> launch_generation_{0};
   std::optional<TraceWindow> window_;
   uint64_t next_index_ = 0;
   bool nvtx_source_ = false;

@@ -27,6 +27,8 @@ constexpr int64_t kMinWindowIterationNs = 100'000;
 constexpr size_t kLoopDurationsKept = 33;
 // Launches taken from the ring per poll, to keep the thread responsive.
 constexpr size_t kMaxLaunchesPerPoll = size_t{1} << 16;
+// Anchor calls remembered by signature, to name the one chosen.
+constexpr size_t kMaxAnchorCallsNamed = 256;
 
 }  // namespace
 
@@ -39,6 +41,7 @@ void Tracer::ControlLoop() {
     }
     DrainControl();
     const int64_t now = CuptiNow();
+    if (follower_ && follower_->Silent(now)) StopFollowingAnchor("the anchor call stopped coming");
     if ((activities_on_ || api_on_ || now < flush_until_ns_) && now >= next_flush_ns_) {
       EMO_CUPTI_OK(cuptiActivityFlushAll(0));
       next_flush_ns_ = now + kFlushPeriodNs;
@@ -65,7 +68,9 @@ void Tracer::DrainControl() {
     std::lock_guard<std::mutex> lock(nvtx_mutex_);
     boundaries.swap(nvtx_boundaries_);
   }
-  launches_seen_.fetch_add(launches.size(), std::memory_order_relaxed);
+  launches_seen_.fetch_add(
+      static_cast<uint64_t>(std::count_if(launches.begin(), launches.end(), [](const LaunchEvent& x) { return x.anchor == 0; })),
+      std::memory_order_relaxed);
   // In time order, so an NVTX iteration counts the launches made inside it.
   size_t i = 0;
   size_t j = 0;
@@ -76,14 +81,90 @@ void Tracer::DrainControl() {
       continue;
     }
     const LaunchEvent& launch = launches[i++];
+    if (launch.anchor != 0) {
+      OnAnchorEvent(launch);
+      continue;
+    }
     if (nvtx_source_) {
       ++nvtx_launches_;
       continue;
     }
+    if (follower_) continue;  // made before the launch callbacks went off
     found.clear();
     finder_->Add(launch.signature, launch.time_ns, &found);
-    if (!found.empty()) OnLaunchIterations(found);
+    if (found.empty()) continue;
+    // Loop ids go on from those of finders replaced after an anchor was given up.
+    for (LaunchIteration& it : found) it.loop += loop_offset_;
+    OnLaunchIterations(found);
   }
+  SettleLaunchCallbacks();
+}
+
+bool Tracer::MayStopLaunchCallbacks() const {
+  if (config_.anchor == 0 || !launch_callbacks_on_) return false;
+  if (!window_) return true;  // monitor mode
+  // Trace mode: once the window is traced and the activities are off for good.
+  return !activities_on_ && !api_on_ && !window_->windows().empty() && window_->windows().back().complete;
+}
+
+void Tracer::SettleLaunchCallbacks() {
+  if (!MayStopLaunchCallbacks()) return;
+  if (nvtx_source_) {
+    // NVTX ranges time the iterations; launches are no longer counted in them.
+    SetLaunchCallbacks(false);
+    writer_.AddMeta("iteration.launches_counted=0\n");
+    return;
+  }
+  if (follower_) return;
+  const std::optional<AnchorChoice> choice = anchors_.choice();
+  if (!choice) return;
+  follower_.emplace(*choice, CuptiNow());
+  SetLaunchCallbacks(false);
+  ++anchor_follows_;
+  std::string name = "call " + std::to_string(choice->signature);
+  if (const auto it = anchor_calls_.find(choice->signature); it != anchor_calls_.end()) {
+    const auto domain = static_cast<CUpti_CallbackDomain>(it->second.first >> 24);
+    const char* api = nullptr;
+    if (EMO_CUPTI_OK(cuptiGetCallbackName(domain, it->second.first & 0xffffffu, &api)) && api != nullptr) {
+      name = fmt::BareApiName(api);
+    }
+    if (it->second.second > 0) name += " " + std::to_string(it->second.second) + " B";
+  }
+  writer_.AddMeta("iteration.anchor=" + name + "\niteration.anchor_count=" + std::to_string(choice->count) +
+                  "\niteration.anchor_loop_median_ns=" + std::to_string(choice->median_ns) + "\n");
+}
+
+void Tracer::OnAnchorEvent(const LaunchEvent& e) {
+  if (!follower_) {
+    if (config_.anchor == 0 || nvtx_source_) return;
+    if (anchor_calls_.size() < kMaxAnchorCallsNamed) anchor_calls_.emplace(e.signature, std::make_pair(e.anchor, e.bytes));
+    anchors_.AddEvent(e.signature, e.time_ns);
+    return;
+  }
+  AnchorIteration it;
+  switch (follower_->OnEvent(e.signature, e.time_ns, &it)) {
+    case AnchorFollower::Result::kIteration:
+      WriteIteration(next_index_++, it.start_ns, it.end_ns, static_cast<uint32_t>(fmt::IterationSource::kAnchor),
+                     follower_->choice().period, "");
+      break;
+    case AnchorFollower::Result::kLost:
+      StopFollowingAnchor("an iteration between anchor calls was under half the loop's");
+      break;
+    case AnchorFollower::Result::kNone:
+      break;
+  }
+}
+
+void Tracer::StopFollowingAnchor(const char* why) {
+  follower_.reset();
+  anchors_.Reset();
+  ++anchor_given_up_;
+  anchor_last_reason_ = why;
+  // The launch sequence has a hole where the callbacks were off: a new finder starts clean.
+  loop_offset_ += finder_->loops();
+  lost_offset_ += finder_->lost();
+  finder_.emplace();
+  SetLaunchCallbacks(true);
 }
 
 void Tracer::OnLaunchIterations(const std::vector<LaunchIteration>& iterations) {
@@ -117,6 +198,7 @@ void Tracer::OnLaunchIterations(const std::vector<LaunchIteration>& iterations) 
     const LaunchIteration& it = iterations[k];
     WriteIteration(first + k, it.start_ns, it.end_ns, static_cast<uint32_t>(fmt::IterationSource::kLaunchPeriod),
                    it.launches, "");
+    if (config_.anchor != 0) anchors_.AddIteration(it);
   }
 }
 
@@ -126,6 +208,7 @@ void Tracer::OnNvtxBoundary(const NvtxBoundary& b) {
     // the run; the window logic sees a new loop.
     nvtx_source_ = true;
     nvtx_key_ = b.key;
+    follower_.reset();  // NVTX iterations take over; the launch callbacks may stay off
     writer_.AddMeta("iteration.source=nvtx\niteration.nvtx_key=" + b.key + "\n");
   }
   if (b.key != nvtx_key_) return;

@@ -205,15 +205,17 @@ RunMeasurement MeasureRun(const EmoRecords& r) {
   m.untraced_step_p10_ns = Quantile(untraced, 0.1);
   m.untraced_step_p90_ns = Quantile(untraced, 0.9);
 
-  // The energy window: the longest run of consecutive usable iterations.
+  // The energy window: the longest run of consecutive usable iterations that abut in time (a
+  // left-out iteration of another loop, or the hand-over from launch-period to anchor
+  // iterations, leaves a stretch of time that belongs to no counted iteration).
   size_t best_first = 0, best_n = 0;
   for (size_t i = 0; i < its.size();) {
     if (!usable[i]) {
       ++i;
       continue;
     }
-    size_t j = i;
-    while (j < its.size() && usable[j]) ++j;
+    size_t j = i + 1;
+    while (j < its.size() && usable[j] && its[j].start_ns == its[j - 1].end_ns) ++j;
     if (j - i > best_n) {
       best_first = i;
       best_n = j - i;

@@ -149,6 +149,10 @@ CUptiResult CUPTIAPI cuptiGetCallbackName(CUpti_CallbackDomain domain, uint32_t 
     *name = "cudaLaunchKernel_v7000";
     return CUPTI_SUCCESS;
   }
+  if (domain == CUPTI_CB_DOMAIN_RUNTIME_API && cbid == CUPTI_RUNTIME_TRACE_CBID_cudaStreamSynchronize_v3020) {
+    *name = "cudaStreamSynchronize_v3020";
+    return CUPTI_SUCCESS;
+  }
   return CUPTI_ERROR_INVALID_PARAMETER;
 }
 
@@ -301,6 +305,50 @@ __attribute__((visibility("default"))) void FakeCuptiLaunch(uint64_t function) {
   if (callback != nullptr) {
     data.callbackSite = CUPTI_API_EXIT;
     callback(userdata, CUPTI_CB_DOMAIN_RUNTIME_API, CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_v7000, &data);
+  }
+}
+
+// cudaStreamSynchronize at the current fake time, which calls cuStreamSynchronize inside (as
+// the runtime does): enter and exit callbacks of both, where enabled.
+__attribute__((visibility("default"))) void FakeCuptiStreamSync() {
+  Fake& f = State();
+  auto callback_for = [&f](CUpti_CallbackDomain domain, uint32_t cbid) {
+    std::lock_guard<std::mutex> lock(f.mutex);
+    return Enabled(f, domain, cbid) ? f.callback : nullptr;
+  };
+  cudaStreamSynchronize_v3020_params runtime_params{};
+  cuStreamSynchronize_params driver_params{};
+  CUpti_CallbackData data{};
+  data.functionName = "cudaStreamSynchronize";
+  data.functionParams = &runtime_params;
+  auto run = [&](CUpti_CallbackDomain domain, uint32_t cbid, CUpti_ApiCallbackSite site) {
+    if (CUpti_CallbackFunc callback = callback_for(domain, cbid)) {
+      data.callbackSite = site;
+      callback(f.userdata, domain, cbid, &data);
+    }
+  };
+  run(CUPTI_CB_DOMAIN_RUNTIME_API, CUPTI_RUNTIME_TRACE_CBID_cudaStreamSynchronize_v3020, CUPTI_API_ENTER);
+  data.functionName = "cuStreamSynchronize";
+  data.functionParams = &driver_params;
+  run(CUPTI_CB_DOMAIN_DRIVER_API, CUPTI_DRIVER_TRACE_CBID_cuStreamSynchronize, CUPTI_API_ENTER);
+  run(CUPTI_CB_DOMAIN_DRIVER_API, CUPTI_DRIVER_TRACE_CBID_cuStreamSynchronize, CUPTI_API_EXIT);
+  data.functionName = "cudaStreamSynchronize";
+  data.functionParams = &runtime_params;
+  run(CUPTI_CB_DOMAIN_RUNTIME_API, CUPTI_RUNTIME_TRACE_CBID_cudaStreamSynchronize_v3020, CUPTI_API_EXIT);
+}
+
+// Waits until the kernel-launch callback is enabled (`on` = 1) or not (0); 1 when it is, 0
+// after `timeout_ms`.
+__attribute__((visibility("default"))) int FakeCuptiWaitLaunchCallback(int on, int timeout_ms) {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
+  while (true) {
+    {
+      Fake& f = State();
+      std::lock_guard<std::mutex> lock(f.mutex);
+      if (Enabled(f, CUPTI_CB_DOMAIN_RUNTIME_API, CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_v7000) == (on != 0)) return 1;
+    }
+    if (std::chrono::steady_clock::now() > deadline) return 0;
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
   }
 }
 

@@ -32,6 +32,8 @@ struct Hooks {
   void (*push)(const char*) = nullptr;
   void (*pop)() = nullptr;
   int (*wait_kernels)(int, int) = nullptr;
+  void (*stream_sync)() = nullptr;
+  int (*wait_launch_callback)(int, int) = nullptr;
 };
 
 struct ChildResult {
@@ -67,8 +69,13 @@ ChildResult RunChild(const std::map<std::string, std::string>& env, const std::f
     h.push = reinterpret_cast<void (*)(const char*)>(dlsym(fake, "FakeCuptiNvtxPushA"));
     h.pop = reinterpret_cast<void (*)()>(dlsym(fake, "FakeCuptiNvtxPop"));
     h.wait_kernels = reinterpret_cast<int (*)(int, int)>(dlsym(fake, "FakeCuptiWaitKernelActivity"));
+    h.stream_sync = reinterpret_cast<void (*)()>(dlsym(fake, "FakeCuptiStreamSync"));
+    h.wait_launch_callback = reinterpret_cast<int (*)(int, int)>(dlsym(fake, "FakeCuptiWaitLaunchCallback"));
     auto init = reinterpret_cast<int (*)()>(dlsym(library, "InitializeInjection"));
-    if (init == nullptr || h.launch == nullptr || h.wait_kernels == nullptr) _exit(12);
+    if (init == nullptr || h.launch == nullptr || h.wait_kernels == nullptr || h.stream_sync == nullptr ||
+        h.wait_launch_callback == nullptr) {
+      _exit(12);
+    }
     if (init() != 1) _exit(13);
     play(h);
     std::exit(0);
@@ -315,6 +322,99 @@ TEST_F(InjectFakeCuptiTest, NoLoopMeansTracedFromStartToExit) {
   EXPECT_FALSE(meta["window.note"].empty());
   EXPECT_TRUE(Records<fmt::IterationRecord>(chunks, fmt::RecordType::kIteration).empty());
   EXPECT_EQ(Records<fmt::KernelRecord>(chunks, fmt::RecordType::kKernel).size(), 20u);
+}
+
+// A loop that reads its loss back once per iteration (a stream sync after its last launch):
+// once the window is traced and the sync has been seen once in each of 16 iterations, the
+// launch callbacks go off and the syncs time the iterations; when the syncs stop, the
+// callbacks come back on and the launch period is found again.
+TEST_F(InjectFakeCuptiTest, AnchorCallTimesIterationsWithLaunchCallbacksOff) {
+  constexpr int64_t kIterationNs = 5000 * kUs + 4 * 20 * kUs;
+  const ChildResult r =
+      RunChild({{"EMO_TRACE_OUT", Out()}, {"RANK", "4"}, {"EMO_TRACE_WARMUP", "2"}, {"EMO_TRACE_ITERATIONS", "2"}},
+               [](const Hooks& h) {
+                 Loop loop(h);
+                 h.create_context(0);
+                 auto iteration = [&](bool sync) {
+                   loop.Iteration();
+                   if (sync) h.stream_sync();  // at the last launch's time: the loop top stays the top
+                 };
+                 for (int k = 0; k < 24; ++k) iteration(true);
+                 loop.Launch(0);
+                 if (!h.wait_launch_callback(0, kWaitMs)) std::fprintf(stderr, "TEST: launch callbacks stayed on\n");
+                 for (int i = 1; i < 5; ++i) loop.Launch(i);
+                 h.stream_sync();
+                 for (int k = 0; k < 10; ++k) iteration(true);
+                 // The syncs stop (another phase of the program): after a second of silence the
+                 // launch callbacks are back and the loop is found again from its launches.
+                 loop.Advance(2'000'000'000);
+                 if (!h.wait_launch_callback(1, kWaitMs)) std::fprintf(stderr, "TEST: launch callbacks stayed off\n");
+                 for (int k = 0; k < 8; ++k) iteration(false);
+               });
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  ExpectQuiet(r.err);
+  EXPECT_EQ(r.err.find("TEST:"), std::string::npos) << r.err;
+  const std::vector<Chunk> chunks = Read("4");
+  ASSERT_FALSE(chunks.empty());
+  EXPECT_EQ(chunks.back().kind, static_cast<uint32_t>(fmt::ChunkKind::kEnd));
+  auto meta = Meta(chunks);
+  EXPECT_EQ(meta["iteration.source"], "launch_period");
+  EXPECT_EQ(meta["iteration.anchor"], "cudaStreamSynchronize");
+  EXPECT_EQ(meta["iteration.anchor_count"], "1");
+  EXPECT_EQ(meta["anchor.follows"], "1");
+  EXPECT_EQ(meta["anchor.given_up"], "1");
+  EXPECT_EQ(meta["anchor.given_up_reason"], "the anchor call stopped coming");
+  EXPECT_EQ(meta["launch_period.loops"], "2");  // found again after the anchor was given up
+  EXPECT_EQ(meta["window.complete"], "1");
+
+  const auto iterations = Records<fmt::IterationRecord>(chunks, fmt::RecordType::kIteration);
+  // Three stretches: launch-period iterations, anchored ones, launch-period ones again.
+  std::vector<uint32_t> stretches;
+  size_t anchored = 0;
+  for (size_t i = 0; i < iterations.size(); ++i) {
+    const auto& it = iterations[i];
+    EXPECT_EQ(it.index, i);
+    EXPECT_EQ(it.launches, 5u) << i;
+    if (stretches.empty() || stretches.back() != it.source) stretches.push_back(it.source);
+    if (it.source == static_cast<uint32_t>(fmt::IterationSource::kAnchor)) {
+      ++anchored;
+      EXPECT_EQ(it.traced, 0u);
+      EXPECT_EQ(it.end_ns - it.start_ns, kIterationNs) << i;
+      if (iterations[i - 1].source == it.source) {
+        EXPECT_EQ(it.start_ns, iterations[i - 1].end_ns) << i;
+      }
+    } else if (it.end_ns - it.start_ns != kIterationNs) {
+      // Only the launch-period iteration across the two-second pause is longer.
+      EXPECT_EQ(it.end_ns - it.start_ns, kIterationNs + 2'000'000'000) << i;
+    }
+  }
+  const auto lp = static_cast<uint32_t>(fmt::IterationSource::kLaunchPeriod);
+  const auto an = static_cast<uint32_t>(fmt::IterationSource::kAnchor);
+  EXPECT_EQ(stretches, (std::vector<uint32_t>{lp, an, lp}));
+  // The syncs of the 11 iterations after the callbacks went off, and of the ones before it
+  // that came after the anchor was chosen, end anchored iterations.
+  EXPECT_GE(anchored, 10u);
+  // Launches were not seen while anchored.
+  EXPECT_LT(std::stoul(meta["launches.seen"]), 43u * 5u);
+}
+
+TEST_F(InjectFakeCuptiTest, AnchorOffFollowsEveryLaunch) {
+  const ChildResult r = RunChild({{"EMO_TRACE_OUT", Out()}, {"RANK", "6"}, {"EMO_TRACE_MODE", "monitor"},
+                                  {"EMO_TRACE_ANCHOR", "0"}},
+                                 [](const Hooks& h) {
+                                   Loop loop(h);
+                                   h.create_context(0);
+                                   for (int k = 0; k < 30; ++k) {
+                                     loop.Iteration();
+                                     h.stream_sync();
+                                   }
+                                 });
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  ExpectQuiet(r.err);
+  auto meta = Meta(Read("6"));
+  EXPECT_EQ(meta["anchor.follows"], "0");
+  EXPECT_EQ(meta["launches.seen"], "150");
+  EXPECT_EQ(meta.count("iteration.anchor"), 0u);
 }
 
 }  // namespace

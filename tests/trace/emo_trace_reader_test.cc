@@ -29,7 +29,10 @@ bool Traced(uint64_t i) { return i == kTraced[0] || i == kTraced[1]; }
 // Fourteen 100 ms iterations of a two-stream loop (a kernel on stream 7, an event recorded after it,
 // stream 9 waiting on the event, a kernel on stream 9); iterations 5 and 6 traced. The energy
 // counter steps by 10 J every 100 ms (100 W) and is read every 50 ms; 50 W before the loop.
-std::string TwoStreamLoop(bool compress = false, bool end = true, bool pretrace = false) {
+// `anchor_shift` > 0: from iteration 9 on the tracer followed an anchor call, whose
+// iterations start that much later in the loop (a stretch of time between iterations 8 and 9
+// belongs to none).
+std::string TwoStreamLoop(bool compress = false, bool end = true, bool pretrace = false, int64_t anchor_shift = 0) {
   EmoTraceWriter w;
   w.Meta({{"format", "emo-trace"}, {"host", "h200-box"}, {"pid", "4242"}, {"rank", "3"}, {"world_size", "8"},
           {"config.mode", "trace"}, {"iteration.source", "launch_period"}, {"clock.cupti_ns", "1000"},
@@ -47,10 +50,11 @@ std::string TwoStreamLoop(bool compress = false, bool end = true, bool pretrace 
   const uint32_t launch = w.Str("cudaLaunchKernel_v7000"), record = w.Str("cudaEventRecord_v3020"),
                  wait = w.Str("cudaStreamWaitEvent_v3020"), gemm = w.Str("gemm_kernel"), add = w.Str("add_kernel");
   for (uint64_t i = 0; i < kIterations; ++i) {
-    const int64_t s = kT0 + static_cast<int64_t>(i) * kIteration;
+    const bool anchored = anchor_shift > 0 && i >= 9;
+    const int64_t s = kT0 + static_cast<int64_t>(i) * kIteration + (anchored ? anchor_shift : 0);
+    const auto source = anchored ? ef::IterationSource::kAnchor : ef::IterationSource::kLaunchPeriod;
     w.Add(ef::RecordType::kIteration,
-          ef::IterationRecord{i, s, s + kIteration, static_cast<uint32_t>(ef::IterationSource::kLaunchPeriod),
-                              Traced(i) ? 1u : 0u, 2, ef::kNoName});
+          ef::IterationRecord{i, s, s + kIteration, static_cast<uint32_t>(source), Traced(i) ? 1u : 0u, 2, ef::kNoName});
     // The tracer records from the start until it finds the loop, and one lead-in iteration
     // before the window: here iteration 1 (pretrace) and 4 (lead-in).
     if (!Traced(i) && !(pretrace && (i == 1 || i == 4))) continue;
@@ -164,6 +168,26 @@ TEST(EmoTraceReaderTest, UntracedStepTimeAndEnergyComeFromOutsideTheWindow) {
   EXPECT_EQ(g.counter_period_ns, 100 * kMs);
   EXPECT_NEAR(g.uncertainty_per_iteration_j, 2 * 100.0 * 0.1 / 6, 1e-9);
   EXPECT_NEAR(g.idle_power_w, 50.0, 1e-9);
+  std::filesystem::remove(path);
+}
+
+// Anchored iterations (the tracer's launch callbacks off) count like launch-period ones, and
+// the energy window does not span the hand-over, which no iteration covers.
+TEST(EmoTraceReaderTest, TheEnergyWindowDoesNotSpanTheHandOverToAnchoredIterations) {
+  const auto path = WriteTemp("anchor.emotrace", TwoStreamLoop(false, true, false, 30 * kMs));
+  auto t = trace::ReadTrace(path);
+  ASSERT_TRUE(t.ok()) << t.status().message();
+  const auto& run = *t->meta.run;
+  EXPECT_EQ(run.iterations, 14);
+  EXPECT_EQ(run.untraced_iterations, 6);
+  EXPECT_EQ(run.untraced_step_ns, kIteration);
+  const auto& g = run.gpus[0];
+  EXPECT_EQ(g.iterations, 5);  // 9..13; iteration 8 stands apart
+  EXPECT_EQ(g.window_start, kT0 + 9 * kIteration + 30 * kMs);
+  EXPECT_EQ(g.window_end, kT0 + 14 * kIteration + 30 * kMs);
+  // The counter steps every 100 ms; the window's ends fall between reads, so the energy is
+  // within one step (10 J) over five iterations of the true 10 J per iteration.
+  EXPECT_NEAR(g.energy_per_iteration_j, 10.0, 10.0 / 5 + 1e-9);
   std::filesystem::remove(path);
 }
 

@@ -38,6 +38,11 @@ inline constexpr IntOption kBufferPoolOption{
     256,
     "memory for CUPTI activity buffers; when all are in use CUPTI drops records"};
 
+inline constexpr IntOption kAnchorOption{
+    "EMO_TRACE_ANCHOR", "(0 or 1)", 0, 1, 1,
+    "1: once the loop is found (and its window traced), follow iterations by NVTX ranges or by one host sync or "
+    "copy per iteration, with the per-launch callbacks off; 0: follow every kernel launch to the end"};
+
 inline constexpr const char* kOutputEnv = "EMO_TRACE_OUT";
 inline constexpr const char* kModeEnv = "EMO_TRACE_MODE";
 inline constexpr const char* kNvtxRegexEnv = "EMO_TRACE_NVTX_REGEX";
@@ -51,6 +56,7 @@ struct InjectConfig {
   int64_t warmup = kWarmupOption.fallback;
   int64_t iterations = kIterationsOption.fallback;
   int64_t buffer_pool_mib = kBufferPoolOption.fallback;
+  int64_t anchor = kAnchorOption.fallback;
   std::string nvtx_regex = kDefaultNvtxRegex;
 };
 

@@ -186,7 +186,10 @@ struct RangeRecord {
   uint32_t depth;  // nesting depth on its thread, 0 for top-level push/pop ranges
 };
 
-enum class IterationSource : uint32_t { kNvtx = 1, kLaunchPeriod = 2 };
+// kAnchor: an iteration of a launch-period loop timed between occurrences of one host sync or
+// copy that the loop makes a fixed number of times per iteration, after the tracer turned its
+// launch callbacks off (its `launches` is the loop's period, not a count).
+enum class IterationSource : uint32_t { kNvtx = 1, kLaunchPeriod = 2, kAnchor = 3 };
 
 // One iteration: host time from its first launch (or NVTX range start) to the next one's.
 // `traced` is 1 inside the --warmup/--iterations window, where activity records exist.
@@ -196,7 +199,8 @@ struct IterationRecord {
   int64_t end_ns;
   uint32_t source;  // IterationSource
   uint32_t traced;
-  uint32_t launches;  // kernel launches the tracer saw in it
+  uint32_t launches;  // kernel launches the tracer saw in it (kAnchor: the loop's period; NVTX
+                      // iterations with meta iteration.launches_counted=0: 0)
   uint32_t name;      // string id (the NVTX range name), kNoName for launch-period iterations
 };
 
