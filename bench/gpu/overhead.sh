@@ -25,7 +25,8 @@
 #   EMO (required)     the emo binary;  OUT (required) the output folder
 #   PY                 python with torch (default /opt/torch/.venv/bin/python, else python3)
 #   ROUNDS=5           rounds; BUDGET_S=330 stops starting rounds that would end past it
-#   WORKLOADS="train decode streams"   MODES="plain emo torchprof"  (also: monitor = `emo monitor`)
+#   WORKLOADS="train decode streams"   MODES="plain emo torchprof"  (also: monitor = `emo monitor`,
+#                      emo_noanchor = `emo trace` with EMO_TRACE_ANCHOR=0: launch callbacks to the end)
 #   EMO_WARMUP=50 EMO_ITERS=20         passed as `emo trace --warmup/--iterations` if it has them
 #   EMO_ANALYZE=1      also run `emo analyze TRACE --json` after each traced run (if the trace
 #                      gave no JSON with an untraced time); 0 to skip
@@ -103,10 +104,11 @@ run_one() {
   prog "$wl" || return
   case "$mode" in
     plain) ;;
-    emo)
-      local j=()
+    emo|emo_noanchor)
+      local j=() e=()
       [[ $emo_json == 1 ]] && j=(--json "$base.emo.json")
-      cmd=("$EMO" trace -o "$trace" "${emo_trace_opts[@]}" "${j[@]}" -- "${cmd[@]}") ;;
+      [[ $mode == emo_noanchor ]] && e=(env EMO_TRACE_ANCHOR=0)
+      cmd=("${e[@]}" "$EMO" trace -o "$trace" "${emo_trace_opts[@]}" "${j[@]}" -- "${cmd[@]}") ;;
     torchprof)
       [[ "$wl" == streams ]] && return 0  # python workloads only
       cmd+=(--torch-profiler "$WORK/torchprof/$name.json") ;;
@@ -125,7 +127,7 @@ run_one() {
   local line
   line=$(grep '^{"workload"' "$base.out" | tail -n 1 | cut -c1-160)
   say "$name: rc $rc, $(cat "$base.wall") s: ${line:-no JSON line}"
-  if [[ $mode == emo && $EMO_ANALYZE == 1 && -s "$trace" ]] &&
+  if [[ $mode == emo* && $EMO_ANALYZE == 1 && -s "$trace" ]] &&
      ! { [[ -s "$base.emo.json" ]] && grep -q untraced "$base.emo.json"; }; then
     timeout 60 "$EMO" analyze "$trace" --json "$base.analyze.json" >"$base.analyze.out" 2>&1
     say "$name: emo analyze rc $?"

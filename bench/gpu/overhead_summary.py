@@ -30,7 +30,8 @@ import os
 import re
 import statistics
 
-RUN_RE = re.compile(r"^(?P<wl>.+)_(?P<mode>plain|emo|torchprof|monitor)_r(?P<round>\d+)$")
+EMO_MODES = ("emo", "emo_noanchor")  # emo_noanchor: `emo trace` with EMO_TRACE_ANCHOR=0
+RUN_RE = re.compile(r"^(?P<wl>.+)_(?P<mode>plain|emo_noanchor|emo|torchprof|monitor)_r(?P<round>\d+)$")
 UNIT_MS = {"ns": 1e-6, "us": 1e-3, "µs": 1e-3, "ms": 1.0, "s": 1e3}
 
 
@@ -129,7 +130,7 @@ def collect(work, emo_warmup, emo_iters):
             pass
         line = program_line(out)
         rec["program"] = line
-        if m["mode"] == "emo":
+        if m["mode"] in EMO_MODES:
             docs = [(os.path.basename(p), load_json(p)) for p in (base + ".emo.json", base + ".analyze.json")]
             rec["emo"] = emo_fields(docs)
             if rec["emo"]["reported_untraced_step_ms"] is None:
@@ -178,27 +179,33 @@ def summarize(runs, meta):
     for wl, modes in sorted(runs.items()):
         w = {}
         plain = modes.get("plain", [])
-        emo = modes.get("emo", [])
         tp = modes.get("torchprof", [])
         w["plain"] = {"median_step_ms": agg(plain, "median_step_ms"), "mean_step_ms": agg(plain, "mean_step_ms"),
                       "energy_per_step_j": agg(plain, "energy_per_step_j"), "window_s": agg(plain, "window_s"),
                       "failed_runs": sum(1 for r in plain if r["rc"] != 0 or not r["program"])}
-        if emo:
-            w["emo"] = {"median_step_ms": agg(emo, "median_step_ms"), "mean_step_ms": agg(emo, "mean_step_ms"),
-                        "window_median_step_ms": agg(emo, "window_median_step_ms", "emo"),
-                        "outside_median_step_ms": agg(emo, "outside_median_step_ms", "emo"),
-                        "reported_untraced_step_ms": agg(emo, "reported_untraced_step_ms", "emo"),
-                        "reported_traced_step_ms": agg(emo, "reported_traced_step_ms", "emo"),
-                        "reported_energy_j_per_iteration": agg(emo, "reported_energy_j_per_iteration", "emo"),
-                        "reported_source": next((r["emo"]["reported_source"] for r in emo
-                                                 if r.get("emo", {}).get("reported_source")), None),
-                        "energy_per_step_j": agg(emo, "energy_per_step_j"),
-                        "failed_runs": sum(1 for r in emo if r["rc"] != 0 or not r["program"]),
-                        "rcs": [r["rc"] for r in emo]}
+        for key in EMO_MODES:
+            emo = modes.get(key, [])
+            if not emo:
+                continue
+            w[key] = {"median_step_ms": agg(emo, "median_step_ms"), "mean_step_ms": agg(emo, "mean_step_ms"),
+                      "window_median_step_ms": agg(emo, "window_median_step_ms", "emo"),
+                      "outside_median_step_ms": agg(emo, "outside_median_step_ms", "emo"),
+                      "reported_untraced_step_ms": agg(emo, "reported_untraced_step_ms", "emo"),
+                      "reported_traced_step_ms": agg(emo, "reported_traced_step_ms", "emo"),
+                      "reported_energy_j_per_iteration": agg(emo, "reported_energy_j_per_iteration", "emo"),
+                      "reported_source": next((r["emo"]["reported_source"] for r in emo
+                                               if r.get("emo", {}).get("reported_source")), None),
+                      "energy_per_step_j": agg(emo, "energy_per_step_j"),
+                      "failed_runs": sum(1 for r in emo if r["rc"] != 0 or not r["program"]),
+                      "rcs": [r["rc"] for r in emo]}
             # same-run comparison, per run, then the median over rounds
             per_run = [ratio(r["emo"].get("reported_untraced_step_ms"), r["emo"].get("outside_median_step_ms"))
                        for r in emo if r.get("emo")]
-            w["emo"]["untraced_over_program_outside_per_run"] = per_run
+            w[key]["untraced_over_program_outside_per_run"] = per_run
+            # paired with the plain run of the same round: the program's own steps outside the window
+            plain_of = {r["round"]: (r.get("program") or {}).get("median_step_ms") for r in plain}
+            w[key]["outside_over_plain_same_round"] = [
+                ratio(r["emo"].get("outside_median_step_ms"), plain_of.get(r["round"])) for r in emo if r.get("emo")]
         if tp:
             w["torchprof"] = {k: agg(tp, k) for k in ("median_step_ms", "profiled_median_step_ms",
                                                       "after_profiler_median_step_ms", "before_profiler_median_step_ms",
@@ -215,14 +222,17 @@ def summarize(runs, meta):
                             "failed_runs": sum(1 for r in mon if r["rc"] != 0 or not r["program"])}
         p = w["plain"]["median_step_ms"]["median"]
         rat = {}
-        if emo:
-            e = w["emo"]
-            rat["emo_over_plain"] = ratio(e["median_step_ms"]["median"], p)
-            rat["emo_window_over_plain"] = ratio(e["window_median_step_ms"]["median"], p)
-            rat["emo_outside_over_plain"] = ratio(e["outside_median_step_ms"]["median"], p)
-            rat["emo_reported_untraced_over_plain"] = ratio(e["reported_untraced_step_ms"]["median"], p)
-            rat["emo_reported_untraced_over_program_outside"] = med(e["untraced_over_program_outside_per_run"])
-            rat["emo_energy_over_plain"] = ratio(e["energy_per_step_j"]["median"], w["plain"]["energy_per_step_j"]["median"])
+        for key in EMO_MODES:
+            if key not in w:
+                continue
+            e = w[key]
+            rat[f"{key}_over_plain"] = ratio(e["median_step_ms"]["median"], p)
+            rat[f"{key}_window_over_plain"] = ratio(e["window_median_step_ms"]["median"], p)
+            rat[f"{key}_outside_over_plain"] = ratio(e["outside_median_step_ms"]["median"], p)
+            rat[f"{key}_outside_over_plain_paired_median"] = med(e["outside_over_plain_same_round"])
+            rat[f"{key}_reported_untraced_over_plain"] = ratio(e["reported_untraced_step_ms"]["median"], p)
+            rat[f"{key}_reported_untraced_over_program_outside"] = med(e["untraced_over_program_outside_per_run"])
+            rat[f"{key}_energy_over_plain"] = ratio(e["energy_per_step_j"]["median"], w["plain"]["energy_per_step_j"]["median"])
         if tp:
             t = w["torchprof"]
             rat["torchprof_profiled_over_plain"] = ratio(t["profiled_median_step_ms"]["median"], p)

@@ -128,11 +128,17 @@ Result<LaunchResult> RunUnderTracer(const LaunchOptions& o) {
       fmt::format("EMO_TRACE_BUFFER_MIB={}", o.buffer_mib),
   };
   if (!o.nvtx_regex.empty()) env.push_back("EMO_TRACE_NVTX_REGEX=" + o.nvtx_regex);
+  // The variables set above replace the caller's; any other (EMO_TRACE_ANCHOR, EMO_TRACE_NVML:
+  // knobs with no command-line option) passes through.
+  const size_t set_here = env.size();
+  auto set_by_emo = [&env, set_here](std::string_view key) {
+    return std::any_of(env.begin(), env.begin() + static_cast<ptrdiff_t>(set_here), [&](const std::string& kv) {
+      return kv.size() > key.size() && kv.compare(0, key.size(), key) == 0 && kv[key.size()] == '=';
+    });
+  };
   for (char** e = environ; *e != nullptr; ++e) {
     const std::string_view kv(*e);
-    const std::string_view key = kv.substr(0, kv.find('='));
-    const bool ours = key == "CUDA_INJECTION64_PATH" || key.starts_with("EMO_TRACE_");
-    if (!ours) env.emplace_back(kv);
+    if (!set_by_emo(kv.substr(0, kv.find('=')))) env.emplace_back(kv);
   }
   std::vector<char*> envp, argv;
   for (auto& e : env) envp.push_back(e.data());

@@ -44,6 +44,17 @@ TEST(TraceCliTest, ProgramArgumentsAfterTheSeparatorAreTheProgramsOwn) {
   unsetenv("EMO_INJECT_LIB");
 }
 
+TEST(TraceCliTest, TheTracersSettingsReplaceTheCallersAndItsOtherKnobsPassThrough) {
+  setenv("EMO_INJECT_LIB", "/bin/true", 1);
+  setenv("EMO_TRACE_WARMUP", "99", 1);  // emo trace sets its own (--warmup)
+  setenv("EMO_TRACE_ANCHOR", "0", 1);   // no option: the caller's reaches the tracer
+  const EmoRun r = Emo("trace --warmup 7 -- sh -c 'echo \"w=$EMO_TRACE_WARMUP a=$EMO_TRACE_ANCHOR\"'");
+  EXPECT_NE(r.out.find("w=7 a=0"), std::string::npos) << r.out;
+  unsetenv("EMO_TRACE_WARMUP");
+  unsetenv("EMO_TRACE_ANCHOR");
+  unsetenv("EMO_INJECT_LIB");
+}
+
 TEST(TraceCliTest, MissingPiecesAreNamed) {
   const EmoRun none = Emo("trace");
   EXPECT_EQ(none.exit_code, 2) << none.out;
