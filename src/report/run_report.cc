@@ -39,6 +39,7 @@ nlohmann::json RunToJson(const std::string& path, const trace::Trace& t) {
   j["end_note"] = r.end_note;
   j["iterations"] = {{"found", r.iterations},
                      {"source", r.iteration_source},
+                     {"anchor", r.iteration_anchor.empty() ? nlohmann::json(nullptr) : nlohmann::json(r.iteration_anchor)},
                      {"traced", r.traced_iterations},
                      {"untraced_used", r.untraced_iterations}};
   const bool both = r.untraced_step_ns > 0 && r.traced_step_ns > 0;
@@ -69,8 +70,9 @@ std::string RunText(const std::string& path, const trace::Trace& t) {
     s += "  iterations        none found (no NVTX iteration range, no repeating launch sequence): no step time or "
          "energy per iteration\n";
   } else {
-    s += fmt::format("  iterations        {} found ({}){}\n", r.iterations,
+    s += fmt::format("  iterations        {} found ({}{}){}\n", r.iterations,
                      r.iteration_source == "nvtx" ? "NVTX ranges" : "period of the kernel-launch sequence",
+                     r.iteration_anchor.empty() ? "" : ", then timed by " + r.iteration_anchor + " with the launch callbacks off",
                      r.mode == "trace" ? fmt::format(", {} traced", r.traced_iterations) : "");
   }
   if (r.untraced_step_ns > 0) {

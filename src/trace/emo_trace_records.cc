@@ -131,6 +131,7 @@ RunMeasurement MeasureRun(const EmoRecords& r) {
   RunMeasurement m;
   m.mode = ToString(r.meta, "config.mode", "trace");
   m.iteration_source = ToString(r.meta, "iteration.source", r.iterations.empty() ? "none" : "");
+  m.iteration_anchor = ToString(r.meta, "iteration.anchor", "");
   m.host = ToString(r.meta, "host", "");
   m.pid = MetaInt(r.meta, "pid", -1);
   m.clock_realtime_offset_ns = MetaInt(r.meta, "clock.realtime_ns", 0) - MetaInt(r.meta, "clock.cupti_ns", 0);

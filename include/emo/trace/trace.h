@@ -180,6 +180,9 @@ struct GpuEnergy {
 struct RunMeasurement {
   std::string mode;               // "trace" | "monitor"
   std::string iteration_source;   // "nvtx" | "launch_period" | "none"
+  // The call that timed the launch-period iterations once the tracer turned its launch callbacks
+  // off (meta iteration.anchor, e.g. "cudaMemcpyAsync 4 B"); empty when it never did.
+  std::string iteration_anchor;
   int64_t iterations = 0;         // all iterations the tracer found
   int64_t traced_iterations = 0;  // inside the tracing window
   int64_t untraced_iterations = 0;  // outside it, after the first (start-up) ones
