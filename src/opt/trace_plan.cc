@@ -247,61 +247,6 @@ Problem BuildPackProblem(Evaluator& ev, const model::DeviceModel& device, const 
   return problem;
 }
 
-// Phases of the steady iteration for the pass-level baseline: maximal runs (in time order) of
-// ops launched by one CPU thread (the forward on the main thread, the backward on the autograd
-// thread, the optimizer back on the main thread); a run shorter than the minimum pack length
-// joins the one before (the same clock-switch constraint the plan obeys).
-std::vector<packing::Pack> Phases(const analysis::TraceAnalysis& a, const std::vector<packing::Pack>& packs,
-                                  TimeNs min_len) {
-  const auto& n = a.graph->nodes();
-  std::vector<graph::NodeId> ops;
-  for (const auto& p : packs) ops.insert(ops.end(), p.ops.begin(), p.ops.end());
-  std::sort(ops.begin(), ops.end(), [&](graph::NodeId x, graph::NodeId y) {
-    return a.timeline.start[x.value()] < a.timeline.start[y.value()];
-  });
-  auto thread_of = [&](graph::NodeId v) -> int64_t {
-    for (uint32_t ei : a.graph->InEdges(v)) {
-      const auto& e = a.graph->edges()[ei];
-      if (e.kind == graph::EdgeKind::kLaunch) return n.resource[e.src.value()];
-    }
-    return -1;
-  };
-  std::vector<packing::Pack> phases;
-  int64_t cur_thread = -2;
-  for (auto v : ops) {
-    const int64_t th = thread_of(v);
-    const bool short_run = !phases.empty() && a.timeline.start[v.value()] - phases.back().start < min_len;
-    if (phases.empty() || (th != cur_thread && !short_run)) {
-      packing::Pack p;
-      p.device = packs.front().device;
-      p.start = a.timeline.start[v.value()];
-      phases.push_back(std::move(p));
-    }
-    cur_thread = th;
-    phases.back().ops.push_back(v);
-  }
-  // A last phase shorter than the minimum joins the one before, as the packer does.
-  if (phases.size() >= 2 && packs.back().end - phases.back().start < min_len) {
-    auto last = std::move(phases.back());
-    phases.pop_back();
-    phases.back().ops.insert(phases.back().ops.end(), last.ops.begin(), last.ops.end());
-  }
-  for (size_t i = 0; i < phases.size(); ++i) phases[i].end = i + 1 < phases.size() ? phases[i + 1].start : packs.back().end;
-  // Anchors as the packer sets them: the first op of each phase in the device's launch order.
-  const auto& t = *a.trace;
-  std::vector<graph::NodeId> by_launch = ops;
-  std::sort(by_launch.begin(), by_launch.end(), [&](graph::NodeId x, graph::NodeId y) {
-    return t.gpu.correlation[n.ref[x.value()]] < t.gpu.correlation[n.ref[y.value()]];
-  });
-  std::unordered_map<uint32_t, size_t> launch_index;
-  for (size_t i = 0; i < by_launch.size(); ++i) launch_index[by_launch[i].value()] = i;
-  for (auto& ph : phases) {
-    ph.first_launch = SIZE_MAX;
-    for (auto v : ph.ops) ph.first_launch = std::min(ph.first_launch, launch_index.at(v.value()));
-  }
-  return phases;
-}
-
 // The pack-graph solve: the solver's plan at the pack-graph deadline, tightened until its
 // kernel-graph replay meets `deadline_ns`. Fills `pg` and `frontier`; returns
 // the solver's choice as indices into the packs' options.
@@ -450,7 +395,9 @@ Result<TracePlan> PlanTrace(const analysis::TraceAnalysis& a, const model::Devic
   TracePlan plan;
   plan.device = device.name;
   plan.model_source = device.path;
-  auto packs = packing::PackSteadyIteration(a, options.packing);
+  const packing::PackingInput input =
+      packing::InputOf(a, [](std::string_view name) { return static_cast<uint8_t>(model::Classify(name)); });
+  auto packs = packing::MakePacks(packing::PackingKind::kTimeWindow, input, options.packing);
   if (packs.empty()) {
     return InvalidArgument(fmt::format("{}: the steady iteration has no GPU ops to plan", a.trace->meta.source_path));
   }
@@ -491,7 +438,7 @@ Result<TracePlan> PlanTrace(const analysis::TraceAnalysis& a, const model::Devic
       std::all_of(packs.begin(), packs.end(), [&](const packing::Pack& p) { return p.device == packs.front().device; });
   if (one_device) {
     // Pass-level baseline (Perseus' granularity): one clock per phase, planned like the packs.
-    auto phases = Phases(a, packs, options.packing.min_pack_ns);
+    auto phases = packing::MakePacks(packing::PackingKind::kPhases, input, options.packing);
     auto phase_models = BuildModels(basis, phases);
     EMO_ASSIGN_OR_RETURN(PackingPlan pp, PlanPacking(basis, std::move(phases), std::move(phase_models), options,
                                                      plan.deadline_ns, static_index, {}));
@@ -516,17 +463,7 @@ Result<TracePlan> PlanTrace(const analysis::TraceAnalysis& a, const model::Devic
 
     // Dependency-blind per-kernel baseline: every memory-class op at the clock that minimises
     // its own modelled energy, the rest at the default clock, slack not considered.
-    std::vector<packing::Pack> singles;
-    for (const auto& p : packs) {
-      for (auto v : p.ops) {
-        packing::Pack one;
-        one.device = p.device;
-        one.start = a.timeline.start[v.value()];
-        one.ops = {v};
-        singles.push_back(std::move(one));
-      }
-    }
-    std::sort(singles.begin(), singles.end(), [](const packing::Pack& x1, const packing::Pack& x2) { return x1.start < x2.start; });
+    const std::vector<packing::Pack> singles = packing::MakePacks(packing::PackingKind::kPerOp, input, options.packing);
     const auto single_models = BuildModels(basis, singles);
     std::vector<size_t> blind(singles.size());
     const auto& t = *a.trace;

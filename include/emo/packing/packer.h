@@ -1,18 +1,71 @@
-// Packing (BRIEF stage 4): the SM clock is GPU-wide, so a decision unit is a time window of
-// one GPU covering every op running in it on any stream. The packer cuts the steady
-// iteration's GPU timeline of each device into packs no shorter than a minimum length (a
-// multiple of the clock-switch latency), with boundaries where the ops' slack class changes.
+// Packing (BRIEF stage 4): the SM clock is GPU-wide, so a decision unit is a window of one GPU's
+// timeline covering every op that starts in it, on any stream. Every way EMO cuts the steady
+// iteration into such packs lives here, behind one call (MakePacks) on a narrow input: per GPU,
+// its ops in time order with their slack, their launch order, the CPU thread that launched
+// them, their clock-sensitivity class and whether they wait on a sync. Nothing here reads the
+// analysis except InputOf, the adapter.
+//
+// Packs of one device are contiguous and in time order, so on one device the pack graph (an
+// edge wherever an op edge crosses packs) points forward in time. Across streams and devices
+// that is not enough (two packs overlapping in time can wait on each other); kDependency also
+// starts a pack at every op that waits on another stream or device (`after_sync`), so each edge
+// goes to a pack that starts later and its pack graph is acyclic by construction on a feasible
+// timeline (PackGraphEdges, IsAcyclic; tested).
 #pragma once
 
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <string_view>
+#include <utility>
 #include <vector>
 
 #include "emo/analysis/analyze.h"
 
 namespace emo::packing {
 
+// One GPU op of the steady iteration, as the packers see it.
+struct PackOp {
+  graph::NodeId node;
+  TimeNs start = 0;     // on the analysis timeline
+  TimeNs duration = 0;  // busy time
+  TimeNs slack = 0;     // how much later it may end without delaying the iteration
+  size_t launch = 0;    // index in its device's launch order (the anchor a policy counts)
+  int64_t thread = -1;  // the CPU thread that launched it (-1: unknown)
+  uint8_t clock_class = 0;  // how its time follows the SM clock (the caller's classes; 0 when none)
+  bool after_sync = false;  // it waits on another stream's or device's op (a sync point)
+};
+
+// One GPU's ops of the steady iteration, in start order; `end` is the iteration's end.
+struct DeviceOps {
+  int32_t device = 0;
+  TimeNs end = 0;
+  std::vector<PackOp> ops;
+};
+
+struct PackingInput {
+  std::vector<DeviceOps> devices;  // by device id
+};
+
+// The steady iteration of an analysis. `classify` gives each kernel name its clock class (the
+// model's kernel classes; packing sits before the model, so the caller passes it). `after_sync`
+// marks ops with a cross-stream event wait; waits through the host (a sync, then a launch) are
+// not marked yet.
+PackingInput InputOf(const analysis::TraceAnalysis& a,
+                     const std::function<uint8_t(std::string_view kernel_name)>& classify = {});
+
+enum class PackingKind {
+  kTimeWindow,  // windows of at least the minimum length, cut where the slack class changes
+  kPhases,      // maximal runs of ops launched by one CPU thread (Perseus' pass level)
+  kPerOp,       // one pack per op (the dependency-blind per-kernel baseline)
+  kDependency,  // cut where criticality or clock class changes and at syncs; critical ops never
+                // share a pack with slack ones unless the minimum length forces it
+};
+std::string_view PackingName(PackingKind kind);
+
 struct PackOptions {
-  // Minimum pack length. The H200 clock-switch latency is not measured yet; 10 ms is a
-  // stated assumption (issue Order 4) until it is.
+  // Minimum pack length: the clock-switch latency must fit in it. The H200's is not measured
+  // (setting clocks is not allowed on our machine): 10 ms is a stated assumption.
   TimeNs min_pack_ns = 10'000'000;
   // An op "has slack" when its slack exceeds this share of its duration.
   double slack_share = 0.05;
@@ -27,10 +80,28 @@ struct Pack {
   TimeNs end = 0;    // next pack's start, or the iteration end
   std::vector<graph::NodeId> ops;
   size_t first_launch = 0;
-  bool has_slack = false;  // the majority of its busy time has slack
+  TimeNs busy_ns = 0;        // summed op durations
+  TimeNs slack_busy_ns = 0;  // of which ops with slack
+  bool has_slack = false;    // the majority of its busy time has slack
+  bool critical = false;   // it holds an op without slack (kDependency: such packs stay whole)
 };
 
-// Packs of the analysis' steady iteration, per device in time order.
+// Packs of every device, per device in time order (devices in the input's order).
+std::vector<Pack> MakePacks(PackingKind kind, const PackingInput& input, const PackOptions& options);
+
+// The time-window packs of an analysis' steady iteration (MakePacks(kTimeWindow, InputOf(a))).
 std::vector<Pack> PackSteadyIteration(const analysis::TraceAnalysis& a, const PackOptions& options);
+
+// Adjacent packs of one device with the same planned clock become one (`clocks[p]`: pack p's
+// clock, any comparable id). Returns the merged packs; `merged_clocks` gets their clocks.
+std::vector<Pack> MergeEqualClocks(const std::vector<Pack>& packs, const std::vector<int64_t>& clocks,
+                                   std::vector<int64_t>* merged_clocks);
+
+// Edges of the pack graph: one (src pack, dst pack) per distinct pair that an op edge joins,
+// src != dst. Ops in no pack are ignored.
+std::vector<std::pair<size_t, size_t>> PackGraphEdges(const std::vector<Pack>& packs,
+                                                      const std::vector<std::pair<graph::NodeId, graph::NodeId>>& op_edges);
+// Whether a graph of `n` nodes with these edges has no cycle.
+bool IsAcyclic(size_t n, const std::vector<std::pair<size_t, size_t>>& edges);
 
 }  // namespace emo::packing
