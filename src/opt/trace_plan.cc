@@ -432,7 +432,6 @@ Result<TracePlan> PlanTrace(const analysis::TraceAnalysis& a, const model::Devic
     }
   }
   plan.replays += ev.replays;
-  std::vector<Candidate> pack_starts;
   std::optional<PackingPlan> by_phase;
   const bool one_device =
       std::all_of(packs.begin(), packs.end(), [&](const packing::Pack& p) { return p.device == packs.front().device; });
@@ -445,20 +444,6 @@ Result<TracePlan> PlanTrace(const analysis::TraceAnalysis& a, const model::Devic
     plan.pass_level = pp.candidates[pp.best].point;
     plan.pass_level_phases = pp.packs.size();
     plan.replays += pp.replays;
-    // A start for the packs: each pack at the pass-level clock of the phase holding most of
-    // its busy time.
-    std::unordered_map<uint32_t, size_t> phase_of;
-    for (size_t q = 0; q < pp.packs.size(); ++q) {
-      for (auto v : pp.packs[q].ops) phase_of[v.value()] = q;
-    }
-    std::vector<size_t> from_pass(packs.size());
-    for (size_t p = 0; p < packs.size(); ++p) {
-      std::vector<TimeNs> busy(pp.packs.size(), 0);
-      for (auto v : packs[p].ops) busy[phase_of.at(v.value())] += a.durations[v.value()];
-      const size_t q = static_cast<size_t>(std::max_element(busy.begin(), busy.end()) - busy.begin());
-      from_pass[p] = pp.candidates[pp.best].choice[q];
-    }
-    pack_starts.push_back({"pass level", std::move(from_pass), {}});
     by_phase = std::move(pp);
 
     // Dependency-blind per-kernel baseline: every memory-class op at the clock that minimises
@@ -480,24 +465,84 @@ Result<TracePlan> PlanTrace(const analysis::TraceAnalysis& a, const model::Devic
     plan.per_kernel_blind = bev.Evaluate(blind);
     plan.replays += bev.replays;
   }
+  // A start for a packing's descent: each pack at the pass-level clock of the phase holding most
+  // of its busy time.
+  auto pass_level_start = [&](const std::vector<packing::Pack>& ps) {
+    std::vector<Candidate> starts;
+    if (!by_phase) return starts;
+    const PackingPlan& pp = *by_phase;
+    std::unordered_map<uint32_t, size_t> phase_of;
+    for (size_t q = 0; q < pp.packs.size(); ++q) {
+      for (auto v : pp.packs[q].ops) phase_of[v.value()] = q;
+    }
+    std::vector<size_t> from_pass(ps.size());
+    for (size_t p = 0; p < ps.size(); ++p) {
+      std::vector<TimeNs> busy(pp.packs.size(), 0);
+      for (auto v : ps[p].ops) busy[phase_of.at(v.value())] += a.durations[v.value()];
+      const size_t q = static_cast<size_t>(std::max_element(busy.begin(), busy.end()) - busy.begin());
+      from_pass[p] = pp.candidates[pp.best].choice[q];
+    }
+    starts.push_back({"pass level", std::move(from_pass), {}});
+    return starts;
+  };
   // ev refers to packs and models: its last use is above.
+  std::vector<Candidate> pack_starts = pass_level_start(packs);
   EMO_ASSIGN_OR_RETURN(PackingPlan pk, PlanPacking(basis, std::move(packs), std::move(models), options,
                                                    plan.deadline_ns, static_index, std::move(pack_starts)));
   plan.replays += pk.replays;
-  // The packing whose best plan is cheaper: slack-class packs, or the phases when one clock
-  // per phase does better (the plan is then never worse than the pass-level baseline).
-  const bool phases_win = by_phase && by_phase->candidates[by_phase->best].point.energy_j <
-                                          pk.candidates[pk.best].point.energy_j;
-  PackingPlan& won = phases_win ? *by_phase : pk;
+  // Dependency-aware packs (cut where criticality or clock class changes and at syncs), planned
+  // the same way.
+  auto dep_packs = packing::MakePacks(packing::PackingKind::kDependency, input, options.packing);
+  auto dep_models = BuildModels(basis, dep_packs);
+  std::vector<Candidate> dep_starts = pass_level_start(dep_packs);
+  EMO_ASSIGN_OR_RETURN(PackingPlan dp, PlanPacking(basis, std::move(dep_packs), std::move(dep_models), options,
+                                                   plan.deadline_ns, static_index, std::move(dep_starts)));
+  plan.replays += dp.replays;
+  // The packing whose best plan is cheapest (the plan is then never worse than the pass-level
+  // baseline); ties keep the earlier: time windows, dependency packs, phases.
+  std::vector<std::pair<packing::PackingKind, PackingPlan*>> tried = {{packing::PackingKind::kTimeWindow, &pk},
+                                                                      {packing::PackingKind::kDependency, &dp}};
+  if (by_phase) tried.push_back({packing::PackingKind::kPhases, &*by_phase});
+  size_t w = 0;
+  for (size_t k = 0; k < tried.size(); ++k) {
+    const PackingPlan& c = *tried[k].second;
+    plan.packings.push_back({std::string(packing::PackingName(tried[k].first)), c.candidates[c.best].point, c.packs.size()});
+    if (c.candidates[c.best].point.energy_j < tried[w].second->candidates[tried[w].second->best].point.energy_j) w = k;
+  }
+  PackingPlan& won = *tried[w].second;
+  plan.packing = std::string(packing::PackingName(tried[w].first));
   const Candidate& best = won.candidates[won.best];
   plan.plan = best.point;
-  plan.plan_from = phases_win ? "pass-level phases, " + best.from : best.from;
+  switch (tried[w].first) {
+    case packing::PackingKind::kPhases:
+      plan.plan_from = "pass-level phases, " + best.from;
+      break;
+    case packing::PackingKind::kDependency:
+      plan.plan_from = "dependency packs, " + best.from;
+      break;
+    default:
+      plan.plan_from = best.from;
+      break;
+  }
   plan.pack_graph = won.pack_graph;
   plan.frontier = won.frontier;
   for (size_t p = 0; p < won.packs.size(); ++p) {
     const auto& m = won.models[p];
-    plan.packs.push_back({won.packs[p], m.options[best.choice[p]].clock, m.options[m.default_index].time_s,
-                          m.options[best.choice[p]].time_s});
+    const PlannedPack planned{won.packs[p], m.options[best.choice[p]].clock, m.options[m.default_index].time_s,
+                              m.options[best.choice[p]].time_s};
+    // Adjacent packs of one device planned at the same clock are one pack to the policy (no
+    // switch between them).
+    if (!plan.packs.empty() && plan.packs.back().pack.device == planned.pack.device &&
+        plan.packs.back().clock == planned.clock) {
+      std::vector<int64_t> clocks;
+      auto merged = packing::MergeEqualClocks({plan.packs.back().pack, planned.pack}, {0, 0}, &clocks);
+      plan.packs.back().pack = std::move(merged.front());
+      plan.packs.back().busy_s_default += planned.busy_s_default;
+      plan.packs.back().busy_s += planned.busy_s;
+      ++plan.merged_packs;
+      continue;
+    }
+    plan.packs.push_back(planned);
   }
   for (size_t p = 0; p < plan.packs.size(); ++p) {
     if (plan.packs[(p + 1) % plan.packs.size()].clock != plan.packs[p].clock) ++plan.switches;

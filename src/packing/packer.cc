@@ -110,15 +110,16 @@ std::vector<size_t> PhaseCuts(const DeviceOps& d, const PackOptions& o) {
 // Segments where criticality or clock class changes, or at an op that waits on a sync; then
 // segments shorter than the minimum merge into a neighbour, shortest first, preferring the
 // neighbour of the same criticality, then of the same clock class, then the shorter one. A
-// cut at a sync is never merged away (a short segment there joins the one after it, or stays
-// short when it cannot): with every op that waits on another stream or device starting a
-// pack, each edge of the pack graph goes to a pack that starts later, so it has no cycle.
+// cut where an op waits on another device is never merged away (a short segment there joins
+// the one after it, or stays short when it cannot): with every such op starting a pack, each
+// edge of the pack graph goes to a pack that starts later, so it has no cycle. (On one device,
+// contiguous packs already make every edge point forward.)
 std::vector<size_t> DependencyCuts(const DeviceOps& d, const PackOptions& o) {
   const size_t n = d.ops.size();
   struct Segment {
     size_t first;       // op index
     size_t prev, next;  // neighbours (SIZE_MAX: none)
-    bool hard;          // starts at a sync: its cut stays
+    bool hard;          // starts where an op waits on another device: its cut stays
     bool critical;      // holds an op without slack
     uint8_t clock_class;
     bool alive;
@@ -127,8 +128,9 @@ std::vector<size_t> DependencyCuts(const DeviceOps& d, const PackOptions& o) {
   for (size_t i = 0; i < n; ++i) {
     const PackOp& op = d.ops[i];
     const bool critical = !HasSlack(op, o);
-    if (seg.empty() || op.after_sync || critical != seg.back().critical || op.clock_class != seg.back().clock_class) {
-      seg.push_back({i, seg.empty() ? SIZE_MAX : seg.size() - 1, SIZE_MAX, op.after_sync, critical, op.clock_class, true});
+    const bool sync = op.waits_on_stream || op.waits_on_device;
+    if (seg.empty() || sync || critical != seg.back().critical || op.clock_class != seg.back().clock_class) {
+      seg.push_back({i, seg.empty() ? SIZE_MAX : seg.size() - 1, SIZE_MAX, op.waits_on_device, critical, op.clock_class, true});
       if (seg.size() >= 2) seg[seg.size() - 2].next = seg.size() - 1;
     }
   }
@@ -223,7 +225,10 @@ PackingInput InputOf(const analysis::TraceAnalysis& a, const std::function<uint8
       for (uint32_t ei : a.graph->InEdges(NodeId(v))) {
         const auto& e = a.graph->edges()[ei];
         if (e.kind == graph::EdgeKind::kLaunch) op.thread = n.resource[e.src.value()];
-        if (e.kind == graph::EdgeKind::kEventWait) op.after_sync = true;
+        if (e.kind == graph::EdgeKind::kEventWait) {
+          const int32_t from = t.streams[n.resource[e.src.value()]].device;
+          (from == device ? op.waits_on_stream : op.waits_on_device) = true;
+        }
       }
       if (classify) op.clock_class = classify(t.Name(t.gpu.name[n.ref[v]]));
       d.ops.push_back(op);

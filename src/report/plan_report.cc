@@ -83,6 +83,14 @@ json PlanToJson(const opt::PlannedTrace& pt) {
   j["plan"]["packs"] = plan.packs.size();
   j["plan"]["switches"] = plan.switches;
   j["plan"]["from"] = plan.plan_from;
+  j["plan"]["packing"] = plan.packing;
+  j["plan"]["merged_packs"] = plan.merged_packs;
+  json packings = json::object();
+  for (const auto& k : plan.packings) {
+    packings[k.name] = PointJson(b, k.point);
+    packings[k.name]["packs"] = k.packs;
+  }
+  j["packings"] = packings;
   j["plan"]["scored_on"] = "kernel graph (every op scaled by its kernel class's time ratio at its pack's clock, replayed)";
   j["static_best"] = PointJson(b, plan.static_best);
   j["static_best"]["clock_mhz"] = plan.static_best_clock.value();
@@ -153,6 +161,12 @@ std::string PlanText(const opt::PlannedTrace& pt) {
   row("EMO plan", plan.plan,
       fmt::format("({}, {} per iteration; from the {})", Plural(plan.packs.size(), "pack"),
                   Plural(plan.switches, "switch", "switches"), plan.plan_from));
+  for (const auto& k : plan.packings) {
+    // The plan's own packing is the row above; the phases' plan is the pass-level row.
+    if (k.name == plan.packing || k.name == "phases") continue;
+    row(fmt::format("  {} ({})", k.name == "time-window" ? "time windows" : k.name, k.packs), k.point,
+        "(packs of another packing, planned the same way)");
+  }
   const auto& pg = plan.pack_graph;
   out += fmt::format("  {:<22} {:>12.1f} {:>12.3f} {:>9.2f}   (pack graph; {} solver {}, {:.1f} ms{}{})\n",
                      "  on the pack graph", NsToUs(pg.plan.time_ns), pg.plan.energy_j,

@@ -14,13 +14,15 @@ namespace {
 
 constexpr TimeNs kMs = 1'000'000;
 
-// One device's ops, back to back: each `{duration ms, slack ms, thread, clock class, after sync}`.
+// One device's ops, back to back: each `{duration ms, slack ms, thread, clock class, waits on
+// another stream, waits on another device}`.
 struct Spec {
   double ms;
   double slack_ms;
   int64_t thread = 1;
   uint8_t clock_class = 0;
-  bool after_sync = false;
+  bool waits_on_stream = false;
+  bool waits_on_device = false;
 };
 
 DeviceOps Device(const std::vector<Spec>& specs, int32_t device = 0) {
@@ -36,7 +38,8 @@ DeviceOps Device(const std::vector<Spec>& specs, int32_t device = 0) {
     op.launch = i;
     op.thread = specs[i].thread;
     op.clock_class = specs[i].clock_class;
-    op.after_sync = specs[i].after_sync;
+    op.waits_on_stream = specs[i].waits_on_stream;
+    op.waits_on_device = specs[i].waits_on_device;
     d.ops.push_back(op);
     t += op.duration;
   }
@@ -110,7 +113,7 @@ TEST(PackerTest, DependencyCutsAtCriticalityClockClassAndSyncs) {
       {6, 0, 1, 0},          // critical compute
       {6, 0, 1, 1},          // critical memory: a clock-class change
       {6, 9, 1, 1},          // memory with slack: a criticality change
-      {6, 9, 1, 1, true},    // waits on another stream: a sync point
+      {6, 9, 1, 1, true},    // waits on another stream: a cut
       {6, 9, 1, 1},
   });
   const auto packs = MakePacks(PackingKind::kDependency, {{d}}, Min(5));
@@ -160,7 +163,7 @@ TEST(PackerTest, EveryPackingRespectsTheMinimumOnLongRandomSequences) {
   std::vector<Spec> specs;
   for (int i = 0; i < 2000; ++i) {
     specs.push_back({ms(rng), coin(rng) ? 0.0 : 2.0, coin(rng) ? 2 : 1, static_cast<uint8_t>(coin(rng) ? 1 : 0),
-                     coin(rng) && coin(rng)});
+                     coin(rng), coin(rng) && coin(rng)});
   }
   const DeviceOps d = Device(specs);
   for (PackingKind kind : {PackingKind::kTimeWindow, PackingKind::kPhases, PackingKind::kDependency}) {
@@ -169,28 +172,29 @@ TEST(PackerTest, EveryPackingRespectsTheMinimumOnLongRandomSequences) {
     size_t short_between_syncs = 0;
     for (size_t i = 0; i < packs.size(); ++i) {
       if (packs[i].end - packs[i].start >= 5 * kMs) continue;
-      // Only a dependency pack both of whose cuts are syncs may stay short.
-      const bool sync_here = specs[packs[i].ops.front().value()].after_sync;
-      const bool sync_next = i + 1 == packs.size() || specs[packs[i + 1].ops.front().value()].after_sync;
+      // Only a dependency pack both of whose cuts are waits on another device may stay short;
+      // waits on another stream are cuts that merging may remove.
+      const bool sync_here = specs[packs[i].ops.front().value()].waits_on_device;
+      const bool sync_next = i + 1 == packs.size() || specs[packs[i + 1].ops.front().value()].waits_on_device;
       EXPECT_TRUE(kind == PackingKind::kDependency && sync_here && sync_next) << PackingName(kind) << " pack " << i;
       ++short_between_syncs;
     }
     if (kind == PackingKind::kDependency) {
-      // Syncs are 9 % of the ops here: most packs are long.
+      // Waits on another device are 9 % of the ops here: most packs are long.
       EXPECT_LT(short_between_syncs * 4, packs.size());
       for (size_t i = 0; i < specs.size(); ++i) {
-        if (!specs[i].after_sync) continue;
+        if (!specs[i].waits_on_device) continue;
         const bool starts_a_pack = std::any_of(packs.begin(), packs.end(), [&](const Pack& p) {
           return p.ops.front().value() == i;
         });
-        EXPECT_TRUE(starts_a_pack) << "the sync at op " << i << " was merged away";
+        EXPECT_TRUE(starts_a_pack) << "the wait on another device at op " << i << " was merged away";
       }
     }
   }
 }
 
 // Random ops on two devices and random edges, each from an op to one that starts after it ends
-// (a feasible timeline); an op with an edge from the other device waits on it (after_sync).
+// (a feasible timeline); an op with an edge from the other device waits on it.
 struct TwoDevices {
   PackingInput in;
   std::vector<std::pair<graph::NodeId, graph::NodeId>> edges;
@@ -216,7 +220,7 @@ TwoDevices RandomTwoDevices(uint32_t seed) {
     PackOp* v = all[pick(rng)];
     if (v->start < u->start + u->duration) continue;
     t.edges.push_back({u->node, v->node});
-    if (u->node.value() / 1000 != v->node.value() / 1000) v->after_sync = true;
+    if (u->node.value() / 1000 != v->node.value() / 1000) v->waits_on_device = true;
   }
   return t;
 }

@@ -65,7 +65,19 @@ struct TracePlan {
   // the rest at the default clock; may break the latency target (that is its point).
   PlanPoint per_kernel_blind;
   TimeNs deadline_ns = 0;
+  // Each packing planned (time-window, dependency, and phases when computed): its best plan and
+  // pack count; `packing` names the one the plan comes from (the cheapest).
+  struct PackingResult {
+    std::string name;
+    PlanPoint point;
+    size_t packs = 0;
+  };
+  std::vector<PackingResult> packings;
+  std::string packing;
+  // The plan's packs; adjacent ones of a device planned at the same clock are merged into one
+  // (`merged_packs` counts the merges).
   std::vector<PlannedPack> packs;
+  size_t merged_packs = 0;
   size_t switches = 0;           // clock changes per iteration (cyclic)
   // The pack graph and its solvers.
   struct PackGraph {

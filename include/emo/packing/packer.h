@@ -8,8 +8,8 @@
 // Packs of one device are contiguous and in time order, so on one device the pack graph (an
 // edge wherever an op edge crosses packs) points forward in time. Across streams and devices
 // that is not enough (two packs overlapping in time can wait on each other); kDependency also
-// starts a pack at every op that waits on another stream or device (`after_sync`), so each edge
-// goes to a pack that starts later and its pack graph is acyclic by construction on a feasible
+// starts a pack at every op that waits on another device (`waits_on_device`), so each edge goes
+// to a pack that starts later and its pack graph is acyclic by construction on a feasible
 // timeline (PackGraphEdges, IsAcyclic; tested).
 #pragma once
 
@@ -33,7 +33,8 @@ struct PackOp {
   size_t launch = 0;    // index in its device's launch order (the anchor a policy counts)
   int64_t thread = -1;  // the CPU thread that launched it (-1: unknown)
   uint8_t clock_class = 0;  // how its time follows the SM clock (the caller's classes; 0 when none)
-  bool after_sync = false;  // it waits on another stream's or device's op (a sync point)
+  bool waits_on_stream = false;  // it waits on another stream's op of its device (a sync point)
+  bool waits_on_device = false;  // it waits on another device's op
 };
 
 // One GPU's ops of the steady iteration, in start order; `end` is the iteration's end.
@@ -48,9 +49,9 @@ struct PackingInput {
 };
 
 // The steady iteration of an analysis. `classify` gives each kernel name its clock class (the
-// model's kernel classes; packing sits before the model, so the caller passes it). `after_sync`
-// marks ops with a cross-stream event wait; waits through the host (a sync, then a launch) are
-// not marked yet.
+// model's kernel classes; packing sits before the model, so the caller passes it). Event waits
+// mark `waits_on_stream` (same device) or `waits_on_device`; waits through the host (a sync,
+// then a launch) are not marked yet.
 PackingInput InputOf(const analysis::TraceAnalysis& a,
                      const std::function<uint8_t(std::string_view kernel_name)>& classify = {});
 
@@ -59,7 +60,8 @@ enum class PackingKind {
   kPhases,      // maximal runs of ops launched by one CPU thread (Perseus' pass level)
   kPerOp,       // one pack per op (the dependency-blind per-kernel baseline)
   kDependency,  // cut where criticality or clock class changes and at syncs; critical ops never
-                // share a pack with slack ones unless the minimum length forces it
+                // share a pack with slack ones unless the minimum length forces it; a cut
+                // where an op waits on another device always stays
 };
 std::string_view PackingName(PackingKind kind);
 
