@@ -196,6 +196,10 @@ Result<DeviceModel> ParseDevice(const json& j, const std::string& path) {
   EMO_RETURN_IF_ERROR(reader.Number(j, "idle_power_min_clock_w", "idle_power_min_clock_w", v,
                                     /*required=*/false));
   dev.idle_power_min_clock = Watts(v);
+  v = 0;
+  EMO_RETURN_IF_ERROR(reader.Number(j, "switch_latency_us", "switch_latency_us", v, /*required=*/false));
+  if (v < 0) return ParseError(fmt::format("{}: switch_latency_us is negative ({})", path, v));
+  dev.switch_latency_us = v;
   EMO_RETURN_IF_ERROR(reader.Number(j, "static_power_w", "static_power_w", v));
   dev.params.static_power = Watts(v);
   EMO_ASSIGN_OR_RETURN(const JsonField voltage, doc.Get("voltage"));

@@ -395,6 +395,8 @@ Result<TracePlan> PlanTrace(const analysis::TraceAnalysis& a, const model::Devic
   TracePlan plan;
   plan.device = device.name;
   plan.model_source = device.path;
+  plan.min_pack_ns = options.packing.min_pack_ns;
+  plan.min_pack_source = options.min_pack_source;
   const packing::PackingInput input =
       packing::InputOf(a, [](std::string_view name) { return static_cast<uint8_t>(model::Classify(name)); });
   auto packs = packing::MakePacks(packing::PackingKind::kTimeWindow, input, options.packing);

@@ -40,6 +40,32 @@ std::string TinyTrace(const std::string& kernel_ts, double kernel_dur_us, double
    "args": {"correlation": 7, "device": 0, "stream": 7}}]})";
 }
 
+// The minimum pack follows the clock-switch latency: the device file's (h200: 500 us, assumed),
+// --switch-latency-us, or --min-pack-ms; every packing planned is reported and the plan is the
+// cheapest of them.
+TEST(NumbersTest, MinimumPackFollowsTheSwitchLatencyAndThePlanIsTheCheapestPacking) {
+  const auto by_file = EmoJson("optimize " + kGpt + " --device h200", "minpack_file");
+  EXPECT_DOUBLE_EQ(by_file["plan"]["min_pack_ms"].get<double>(), 10.0);
+  EXPECT_NE(by_file["plan"]["min_pack_source"].get<std::string>().find("500 us, an assumption"), std::string::npos);
+  const auto fast = EmoJson("optimize " + kGpt + " --device h200 --switch-latency-us 100", "minpack_flag");
+  EXPECT_DOUBLE_EQ(fast["plan"]["min_pack_ms"].get<double>(), 2.0);
+  const auto given = EmoJson("optimize " + kGpt + " --device h200 --switch-latency-us 100 --min-pack-ms 4", "minpack_ms");
+  EXPECT_DOUBLE_EQ(given["plan"]["min_pack_ms"].get<double>(), 4.0);
+  EXPECT_EQ(given["plan"]["min_pack_source"], "--min-pack-ms");
+  for (const auto* j : {&by_file, &fast, &given}) {
+    const auto& packings = (*j)["packings"];
+    ASSERT_TRUE(packings.contains("time-window") && packings.contains("dependency") && packings.contains("phases"))
+        << packings.dump(1);
+    double cheapest = 1e300;
+    for (const auto& [name, k] : packings.items()) cheapest = std::min(cheapest, k["energy_j"].get<double>());
+    EXPECT_DOUBLE_EQ((*j)["plan"]["energy_j"].get<double>(), cheapest);
+    EXPECT_DOUBLE_EQ(packings[(*j)["plan"]["packing"].get<std::string>()]["energy_j"].get<double>(), cheapest);
+  }
+  // Shorter packs can only help: more of them, and a plan no worse.
+  EXPECT_GT(fast["packings"]["time-window"]["packs"].get<int>(), by_file["packings"]["time-window"]["packs"].get<int>());
+  EXPECT_LE(fast["plan"]["energy_j"].get<double>(), by_file["plan"]["energy_j"].get<double>() + 1e-9);
+}
+
 // Multi-trace runs: every trace's plan goes into the one policy, and every frontier into the CSV.
 TEST(NumbersTest, SeveralTracesWriteEveryPlanAndFrontier) {
   const auto policy = TempPath("several_policy.json"), frontier = TempPath("several_frontier.csv");

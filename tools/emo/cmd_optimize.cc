@@ -22,7 +22,8 @@ struct OptimizeArgs {
   std::string device;
   std::string devices_dir;
   double max_slowdown = 0.02;
-  double min_pack_ms = 10.0;
+  double min_pack_ms = 0;        // 0: 20 switch latencies (below)
+  double switch_latency_us = -1;  // -1: the device file's
   std::string solver = "auto";
   std::string policy, frontier, json, iteration;
   bool allow_device_mismatch = false;
@@ -42,7 +43,26 @@ int RunOptimize(const OptimizeArgs& args) {
   options.overhead = std::move(overhead).value();
   opt::TracePlanOptions plan_options;
   plan_options.max_slowdown = args.max_slowdown;
-  plan_options.packing.min_pack_ns = static_cast<TimeNs>(args.min_pack_ms * 1e6);
+  // The minimum pack: as given, else 20 switch latencies (research/gpu-dvfs-and-nvml.md section
+  // 3.4: a switch then costs at most ~5 % of a pack's saving), else 10 ms.
+  const double latency_us = args.switch_latency_us >= 0 ? args.switch_latency_us : device->switch_latency_us;
+  if (args.min_pack_ms > 0) {
+    plan_options.packing.min_pack_ns = static_cast<TimeNs>(args.min_pack_ms * 1e6);
+    plan_options.min_pack_source = "--min-pack-ms";
+  } else if (latency_us > 0) {
+    plan_options.packing.min_pack_ns = static_cast<TimeNs>(20 * latency_us * 1e3);
+    plan_options.min_pack_source =
+        args.switch_latency_us >= 0
+            ? fmt::format("20 x --switch-latency-us {:g}", latency_us)
+            : fmt::format("20 x the switch latency of device model {} ({:g} us{})", device->name, latency_us,
+                          device->provenance.count("switch_latency_us") &&
+                                  device->provenance.at("switch_latency_us").assumption
+                              ? ", an assumption"
+                              : "");
+  } else {
+    plan_options.packing.min_pack_ns = 10'000'000;
+    plan_options.min_pack_source = fmt::format("10 ms: device model {} gives no switch latency", device->name);
+  }
   plan_options.solver = args.solver == "exact" ? opt::SolverKind::kExact : opt::SolverKind::kFast;
   // Every trace is read and checked against the device model before any is planned: a trace
   // from another GPU is refused before work is spent, and no output is half written.
@@ -106,8 +126,14 @@ void SetupOptimize(CLI::App& app, int& exit_code) {
                   "(0.02 = 2 % slower)")
       ->check(Fraction());
   cmd->add_option("--min-pack-ms", args->min_pack_ms,
-                  "Minimum pack length (ms); the H200 clock-switch latency is not measured, 10 ms is an assumption")
-      ->check(Positive());
+                  "Minimum pack length (ms) (default: 20 clock-switch latencies, from --switch-latency-us or the\n"
+                  "device file; the H200's is not measured: 500 us is an assumption, so 10 ms)")
+      ->check(Positive())
+      ->default_str("20x-switch-latency");
+  cmd->add_option("--switch-latency-us", args->switch_latency_us,
+                  "Clock-switch latency (us), overriding the device file's; the minimum pack is 20 of them")
+      ->check(Positive())
+      ->default_str("device-file");
   cmd->add_option("--solver", args->solver,
                   "Pack-graph solver: fast (parametric min-cut; auto) or exact (CBC MILP). With auto/fast, CBC\n"
                   "also runs on graphs of up to 2000 packs to report the fast solver's gap to it")

@@ -45,6 +45,8 @@ struct DeviceModel {
   Watts cap_power{0.0};             // average board power while the limiter holds (<= power limit)
   Watts idle_power{0.0};            // idle between kernels at the default clock, context resident
   Watts idle_power_min_clock{0.0};  // idle at the lowest clock (0 when unknown)
+  // Time from a clock-lock call until the new clock holds (µs); 0 when the file has none.
+  double switch_latency_us = 0.0;
   std::array<ClassPrior, kNumKernelClasses> classes{};
   // Scale of the class powers above idle calibrated on measured iteration energies (see
   // iteration_energy.h); 1 when the file has none.

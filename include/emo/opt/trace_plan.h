@@ -36,6 +36,8 @@ struct TracePlanOptions {
   SolverKind solver = SolverKind::kFast;
   size_t exact_check_max_packs = 2000;
   double exact_time_limit_s = 60.0;
+  // Where packing.min_pack_ns comes from, for the report.
+  std::string min_pack_source = "default (10 ms)";
 };
 
 struct PlannedPack {
@@ -74,6 +76,8 @@ struct TracePlan {
   };
   std::vector<PackingResult> packings;
   std::string packing;
+  TimeNs min_pack_ns = 0;
+  std::string min_pack_source;
   // The plan's packs; adjacent ones of a device planned at the same clock are merged into one
   // (`merged_packs` counts the merges).
   std::vector<PlannedPack> packs;
