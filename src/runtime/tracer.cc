@@ -100,6 +100,20 @@ thread_local int t_runtime_launch_depth = 0;
 thread_local uint32_t t_launch_generation = 0;
 thread_local int t_runtime_anchor_depth = 0;
 
+// Whether a callback is the entry of an outermost call: a runtime call's entry when no runtime
+// call of its kind is in progress on this thread (`depth` counts them; exits decrement it), or
+// a driver call's entry outside any.
+bool OutermostEntry(CUpti_CallbackDomain domain, const CUpti_CallbackData* data, int& depth) {
+  if (domain == CUPTI_CB_DOMAIN_RUNTIME_API) {
+    if (data->callbackSite == CUPTI_API_EXIT) {
+      if (depth > 0) --depth;
+      return false;
+    }
+    return depth++ == 0;
+  }
+  return data->callbackSite == CUPTI_API_ENTER && depth == 0;
+}
+
 template <size_t N>
 bool Contains(const CUpti_CallbackId (&ids)[N], CUpti_CallbackId cbid) {
   return std::find(std::begin(ids), std::end(ids), cbid) != std::end(ids);
@@ -498,33 +512,16 @@ void Tracer::OnLaunch(CUpti_CallbackDomain domain, CUpti_CallbackId cbid, const 
     t_launch_generation = g;
     t_runtime_launch_depth = 0;
   }
-  if (domain == CUPTI_CB_DOMAIN_RUNTIME_API) {
-    if (data->callbackSite == CUPTI_API_EXIT) {
-      if (t_runtime_launch_depth > 0) --t_runtime_launch_depth;
-      return;
-    }
-    // A runtime launch made inside another (__cudaLaunchKernel calling cudaLaunchKernel) is
-    // the same launch.
-    if (t_runtime_launch_depth++ > 0) return;
-  } else if (data->callbackSite != CUPTI_API_ENTER || t_runtime_launch_depth > 0) {
-    // A driver launch inside a runtime launch is the runtime launch itself.
-    return;
-  }
+  // A runtime launch made inside another (__cudaLaunchKernel calling cudaLaunchKernel) is the
+  // same launch; a driver launch inside a runtime launch is the runtime launch itself.
+  if (!OutermostEntry(domain, data, t_runtime_launch_depth)) return;
   launches_.TryPush(LaunchEvent{Signature(domain, cbid, data), CuptiNow()});
 }
 
 // An anchor call: as cheap as a launch, and as rare as the program's syncs and copies. A
 // driver call made inside a runtime one (cudaMemcpyAsync calling cuMemcpyAsync) is the same call.
 void Tracer::OnAnchor(CUpti_CallbackDomain domain, CUpti_CallbackId cbid, const CUpti_CallbackData* data) {
-  if (domain == CUPTI_CB_DOMAIN_RUNTIME_API) {
-    if (data->callbackSite == CUPTI_API_EXIT) {
-      if (t_runtime_anchor_depth > 0) --t_runtime_anchor_depth;
-      return;
-    }
-    if (t_runtime_anchor_depth++ > 0) return;
-  } else if (data->callbackSite != CUPTI_API_ENTER || t_runtime_anchor_depth > 0) {
-    return;
-  }
+  if (!OutermostEntry(domain, data, t_runtime_anchor_depth)) return;
   const uint64_t bytes = AnchorBytes(domain, cbid, data);
   const uint32_t call = (static_cast<uint32_t>(domain) << 24) | (cbid & 0xffffffu);
   const uint64_t signature = (0xA5C0000000000000ull | call) ^ (bytes * 0x9E3779B97F4A7C15ull);
