@@ -5,6 +5,7 @@
 // a critical path that silently stops, degenerate input accepted).
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <cctype>
@@ -64,6 +65,31 @@ TEST(NumbersTest, MinimumPackFollowsTheSwitchLatencyAndThePlanIsTheCheapestPacki
   // Shorter packs can only help: more of them, and a plan no worse.
   EXPECT_GT(fast["packings"]["time-window"]["packs"].get<int>(), by_file["packings"]["time-window"]["packs"].get<int>());
   EXPECT_LE(fast["plan"]["energy_j"].get<double>(), by_file["plan"]["energy_j"].get<double>() + 1e-9);
+}
+
+// EMO traces carry their own measured energy: `emo model calibrate` takes it when --measured is
+// not given (or does not list the workload), and says so; a Kineto trace without a measurement
+// is refused by name.
+TEST(NumbersTest, CalibrateTakesAnEmoTracesOwnMeasurement) {
+  const std::string train = EMO_SOURCE_DIR "/data/h200_emo/train_loop.emotrace";
+  const std::string decode = EMO_SOURCE_DIR "/data/h200_emo/decode_loop.emotrace";
+  const auto j = EmoJson("model calibrate --device h200 --trace " + train + " --trace " + decode, "calibrate_emo");
+  ASSERT_EQ(j["traces"].size(), 2u) << j.dump(1);
+  const auto analysis = EmoJson("analyze " + train, "calibrate_emo_analyze");
+  const double measured = analysis["measured_energy"]["gpus"][0]["energy_per_iteration_j"].get<double>();
+  for (const auto& t : j["traces"]) EXPECT_EQ(t["measured_by"], "the trace's own run");
+  EXPECT_DOUBLE_EQ(j["traces"][0]["measured_energy_j"].get<double>(), measured);
+  EXPECT_DOUBLE_EQ(j["traces"][0]["step_ms"].get<double>(), analysis["iteration_time_us"]["untraced"].get<double>() * 1e-3);
+  // Two workloads: each is scored with the scale fitted on the other (numbers in BENCHMARKS.md);
+  // the fit on both is a positive scale.
+  EXPECT_EQ(j["leave_one_out"].size(), 2u);
+  EXPECT_GT(j["activity_scale_all"].get<double>(), 0.0);
+  EXPECT_TRUE(std::isfinite(j["activity_scale_all"].get<double>()));
+
+  const EmoRun refused = Emo("model calibrate --device h200 --trace " + kGpt + " --trace " + train);
+  EXPECT_NE(refused.exit_code, 0);
+  EXPECT_NE(refused.out.find(kGpt), std::string::npos) << refused.out;
+  EXPECT_NE(refused.out.find("not an EMO trace"), std::string::npos) << refused.out;
 }
 
 // Multi-trace runs: every trace's plan goes into the one policy, and every frontier into the CSV.

@@ -298,10 +298,33 @@ struct CalibrateArgs {
 
 std::string TraceStem(const std::string& path) {
   std::string stem = std::filesystem::path(path).filename().string();
-  for (const char* ext : {".gz", ".json"}) {
+  for (const char* ext : {".gz", ".json", ".emotrace"}) {
     if (stem.ends_with(ext)) stem.resize(stem.size() - std::string_view(ext).size());
   }
   return stem;
+}
+
+// What an EMO trace measured in its own run: the untraced step and the NVML energy per
+// iteration over those iterations, summed over the trace's GPUs. Refused when the trace has no
+// run measurement or its energy is not measurable (uncertainty above 25 %).
+Result<model::MeasuredIteration> MeasuredInRun(const std::string& path, const std::string& name, const trace::Trace& t) {
+  if (!t.meta.run) return NotFound("it is not an EMO trace, so it carries no measured energy (pass --measured)");
+  const auto& r = *t.meta.run;
+  if (r.untraced_step_ns <= 0) return NotFound("its run has no untraced iterations to time the step by");
+  model::MeasuredIteration m;
+  m.name = name;
+  m.step_s = static_cast<double>(r.untraced_step_ns) * 1e-9;
+  double energy = 0;
+  for (const auto& g : r.gpus) {
+    if (g.energy_per_iteration_j <= 0 || g.uncertainty_per_iteration_j > 0.25 * g.energy_per_iteration_j) {
+      return NotFound(fmt::format("its run's energy on GPU {} is not measurable ({:.3f} +- {:.3f} J per iteration)",
+                                  g.device, g.energy_per_iteration_j, g.uncertainty_per_iteration_j));
+    }
+    energy += g.energy_per_iteration_j;
+  }
+  if (energy <= 0) return NotFound(fmt::format("{}: its run measured no energy (NVML off or absent)", path));
+  m.energy_j = energy;
+  return m;
 }
 
 json EnergyJson(const model::IterationEnergy& e) {
@@ -319,22 +342,39 @@ int RunCalibrate(const CalibrateArgs& args) {
   const std::string dir = args.devices_dir.empty() ? model::DefaultDevicesDir() : args.devices_dir;
   Result<model::DeviceModel> device = model::FindDevice(args.device, dir);
   if (!device.ok()) return Fail("model calibrate", device.status());
-  Result<std::vector<model::MeasuredIteration>> measured =
-      model::ReadMeasuredIterations(args.measured);
-  if (!measured.ok()) return Fail("model calibrate", measured.status());
+  std::vector<model::MeasuredIteration> measured;
+  if (!args.measured.empty()) {
+    Result<std::vector<model::MeasuredIteration>> read = model::ReadMeasuredIterations(args.measured);
+    if (!read.ok()) return Fail("model calibrate", read.status());
+    measured = std::move(read).value();
+  }
   std::vector<model::EnergySample> samples;
   json per_trace = json::array();
   for (const std::string& path : args.traces) {
     const std::string name = TraceStem(path);
-    auto m = std::find_if(measured->begin(), measured->end(),
-                          [&](const model::MeasuredIteration& x) { return x.name == name; });
-    if (m == measured->end()) {
-      return Fail("model calibrate",
-                  NotFound(fmt::format("{}: no workload '{}' in {}", path, name, args.measured)));
-    }
     fmt::print(stderr, "reading {} ...\n", path);
     Result<trace::Trace> t = trace::ReadTrace(path);
     if (!t.ok()) return Fail("model calibrate", t.status());
+    // The measurement: the workload's entry in --measured, else what an EMO trace measured in
+    // the same run (its untraced step and the NVML energy over those iterations).
+    const auto listed = std::find_if(measured.begin(), measured.end(),
+                                     [&](const model::MeasuredIteration& x) { return x.name == name; });
+    model::MeasuredIteration own;
+    std::string measured_by = args.measured;
+    if (listed != measured.end()) {
+      own = *listed;
+    } else {
+      Result<model::MeasuredIteration> from_run = MeasuredInRun(path, name, *t);
+      if (!from_run.ok()) {
+        return Fail("model calibrate",
+                    NotFound(fmt::format("{}{}; {}", path,
+                                         args.measured.empty() ? "" : fmt::format(": no workload '{}' in {}", name, args.measured),
+                                         from_run.status().message())));
+      }
+      own = *from_run;
+      measured_by = "the trace's own run";
+    }
+    const model::MeasuredIteration* m = &own;
     const model::DeviceCheck check = model::CheckTraceGpu(*device, trace::GpuNamesUsed(*t));
     if (check.outcome == model::DeviceCheck::Outcome::kMismatch) {
       // Calibrating a model on another GPU's energy would write wrong numbers into its file.
@@ -350,6 +390,7 @@ int RunCalibrate(const CalibrateArgs& args) {
     }
     per_trace.push_back({{"name", name},
                          {"trace", path},
+                         {"measured_by", measured_by},
                          {"iterations", p->iterations},
                          {"step_ms", 1e3 * m->step_s},
                          {"measured_energy_j", m->energy_j},
@@ -402,8 +443,8 @@ int RunCalibrate(const CalibrateArgs& args) {
     if (!text.ok()) return Fail("model calibrate", text.status());
     json dev = json::parse(*text, nullptr, /*allow_exceptions=*/false);
     if (dev.is_discarded()) return Fail("model calibrate", ParseError(device->path + ": bad JSON"));
-    std::string cmd =
-        "emo model calibrate --device " + args.device + " --measured " + args.measured;
+    std::string cmd = "emo model calibrate --device " + args.device;
+    if (!args.measured.empty()) cmd += " --measured " + args.measured;
     for (const std::string& t : args.traces) cmd += " --trace " + t;
     dev["activity_scale"] = {
         {"value", *all},
@@ -492,12 +533,13 @@ void SetupModel(CLI::App& app, int& exit_code) {
   AddDevicesDirFlag(cal, cal_args->devices_dir);
   cal->add_option("--measured", cal_args->measured,
                   "Measured energy and time per iteration without the profiler (JSON in the\n"
-                  "format of ../shared/traces/h200/measured.json)")
-      ->required()
+                  "format of ../shared/traces/h200/measured.json); not needed for EMO traces with\n"
+                  "measured energy (`emo trace`), which carry their own (default: none)")
       ->check(CLI::ExistingFile);
   cal->add_option("--trace", cal_args->traces,
                   "Trace of a measured workload; its file name (without .json/.gz) names the\n"
-                  "workload in --measured. Repeat for each workload (at least two groups)")
+                  "workload in --measured, else an EMO trace's own measurement is used. Repeat for\n"
+                  "each workload (at least two groups)")
       ->required()
       ->check(CLI::ExistingFile);
   cal->add_option("--json", cal_args->json_path, "Write the result as JSON ('-' = stdout)");
