@@ -29,9 +29,10 @@ struct PackModel {
 // What every packing of one trace is planned against: the analysis, the device model, the
 // clock the measured GPU durations ran at, and the node durations a plan stretches.
 struct Basis {
-  Basis(const analysis::TraceAnalysis& analysis, const model::DeviceModel& d, MegaHertz measured)
+  Basis(const analysis::TraceAnalysis& analysis, const model::DeviceModel& d, MegaHertz measured,
+        TimeNs switch_latency = 0)
       : a(analysis), device(d), measured_clock(measured), stretch(model::ClassTimeRatios(d, measured)),
-        durations(analysis.durations) {}
+        durations(analysis.durations), switch_latency_ns(switch_latency) {}
   const analysis::TraceAnalysis& a;
   const model::DeviceModel& device;
   // The default clock, or the clock the power limiter held the iteration at when the model's
@@ -44,12 +45,38 @@ struct Basis {
   // Per node, the durations plans are scored on: the analysis timeline's, or one end of the
   // overhead correction's band.
   std::span<const TimeNs> durations;
+  // A clock switch takes this long: ops that start in the first switch_latency_ns of a pack
+  // whose clock differs from the pack before it (on its device, cyclically: the first pack
+  // follows the last of the previous iteration) run at the earlier pack's clock.
+  TimeNs switch_latency_ns = 0;
 };
 
 class Evaluator {
  public:
   Evaluator(const Basis& basis, const std::vector<packing::Pack>& packs, const std::vector<PackModel>& models)
-      : b_(basis), packs_(packs), models_(models) {}
+      : b_(basis), packs_(packs), models_(models), previous_(packs.size()), lead_(packs.size()), lead_share_(packs.size(), 0.0) {
+    // Each pack's predecessor on its device (cyclic), and the ops a switch into it catches.
+    for (size_t p = 0; p < packs.size(); ++p) {
+      size_t q = p;
+      if (p > 0 && packs[p - 1].device == packs[p].device) {
+        q = p - 1;
+      } else {
+        while (q + 1 < packs.size() && packs[q + 1].device == packs[p].device) ++q;  // the device's last
+      }
+      previous_[p] = q;
+      if (basis.switch_latency_ns <= 0) continue;
+      TimeNs lead = 0, all = 0;
+      for (size_t k = 0; k < packs[p].ops.size(); ++k) {
+        const uint32_t v = packs[p].ops[k].value();
+        all += basis.durations[v];
+        if (basis.a.timeline.start[v] < packs[p].start + basis.switch_latency_ns) {
+          lead_[p].push_back(k);
+          lead += basis.durations[v];
+        }
+      }
+      lead_share_[p] = all > 0 ? static_cast<double>(lead) / static_cast<double>(all) : 0.0;
+    }
+  }
 
   // Iteration time and energy with pack p at option choice[p] (an index into its options);
   // `windows`, when given, receives each pack's window length.
@@ -63,6 +90,14 @@ class Evaluator {
       for (size_t k = 0; k < ops.size(); ++k) {
         auto& d = dur[ops[k].value()];
         d = static_cast<TimeNs>(std::llround(static_cast<double>(d) * stretch[m.op_class[k]]));
+      }
+      // A switch into this pack: its first ops still run at the previous pack's clock.
+      if (Switches(choice, p)) {
+        const auto& old_stretch = b_.stretch[choice[previous_[p]]];
+        for (size_t k : lead_[p]) {
+          const uint32_t v = ops[k].value();
+          dur[v] = static_cast<TimeNs>(std::llround(static_cast<double>(b_.durations[v]) * old_stretch[m.op_class[k]]));
+        }
       }
     }
     const auto s = analysis::Replay(*b_.a.graph, dur);
@@ -88,12 +123,20 @@ class Evaluator {
       boundary = w1;
       if (windows) windows->push_back(w1 - w0);
       const auto& opt = models_[p].options[choice[p]];
+      // After a switch, the share of the pack's busy time caught by it is spent at the earlier
+      // clock: its busy energy and time are mixed accordingly.
+      double busy_j = opt.energy_j, busy_s = opt.time_s;
+      if (Switches(choice, p)) {
+        const auto& before = models_[p].options[choice[previous_[p]]];
+        busy_j += lead_share_[p] * (before.energy_j - opt.energy_j);
+        busy_s += lead_share_[p] * (before.time_s - opt.time_s);
+      }
       // Idle power over the window minus the modelled busy time. Where ops of several streams
       // overlap, busy time exceeds the window and this term turns negative: it removes the
       // idle power that the overlapping ops' energies both include. Unclamped, the sum over
       // packs at one clock does not depend on how the iteration is cut into packs.
-      const double idle_s = NsToS(w1 - w0) - opt.time_s;
-      out.energy_j += opt.energy_j + b_.device.IdlePower(opt.clock).value() * idle_s;
+      const double idle_s = NsToS(w1 - w0) - busy_s;
+      out.energy_j += busy_j + b_.device.IdlePower(opt.clock).value() * idle_s;
     }
     return out;
   }
@@ -101,9 +144,16 @@ class Evaluator {
   size_t replays = 0;
 
  private:
+  bool Switches(const std::vector<size_t>& choice, size_t p) const {
+    return b_.switch_latency_ns > 0 && !lead_[p].empty() && choice[previous_[p]] != choice[p];
+  }
+
   const Basis& b_;
   const std::vector<packing::Pack>& packs_;
   const std::vector<PackModel>& models_;
+  std::vector<size_t> previous_;             // the pack before each on its device (cyclic)
+  std::vector<std::vector<size_t>> lead_;    // its ops that start within the switch latency
+  std::vector<double> lead_share_;           // their share of its busy time
 };
 
 // Greedy descent: from `choice`, repeatedly take the move of one pack to its next slower
@@ -397,6 +447,7 @@ Result<TracePlan> PlanTrace(const analysis::TraceAnalysis& a, const model::Devic
   plan.model_source = device.path;
   plan.min_pack_ns = options.packing.min_pack_ns;
   plan.min_pack_source = options.min_pack_source;
+  plan.switch_latency_ns = options.switch_latency_ns;
   const packing::PackingInput input =
       packing::InputOf(a, [](std::string_view name) { return static_cast<uint8_t>(model::Classify(name)); });
   auto packs = packing::MakePacks(packing::PackingKind::kTimeWindow, input, options.packing);
@@ -404,7 +455,7 @@ Result<TracePlan> PlanTrace(const analysis::TraceAnalysis& a, const model::Devic
     return InvalidArgument(fmt::format("{}: the steady iteration has no GPU ops to plan", a.trace->meta.source_path));
   }
   plan.throttle_clock = ThrottledClock(a, device, packs);
-  const Basis basis(a, device, plan.throttle_clock);
+  const Basis basis(a, device, plan.throttle_clock, options.switch_latency_ns);
   std::vector<PackModel> models = BuildModels(basis, packs);
   Evaluator ev(basis, packs, models);
   {
@@ -463,7 +514,10 @@ Result<TracePlan> PlanTrace(const analysis::TraceAnalysis& a, const model::Devic
         if (m.options[i].energy_j < m.options[blind[p]].energy_j) blind[p] = i;
       }
     }
-    Evaluator bev(basis, singles, single_models);
+    // Scored without the switch latency: this baseline shows what ignoring slack costs; with a
+    // switch per kernel, far shorter than the latency, the clock could not follow at all.
+    const Basis no_latency(a, device, plan.throttle_clock);
+    Evaluator bev(no_latency, singles, single_models);
     plan.per_kernel_blind = bev.Evaluate(blind);
     plan.replays += bev.replays;
   }
@@ -554,7 +608,7 @@ Result<TracePlan> PlanTrace(const analysis::TraceAnalysis& a, const model::Devic
   for (const double factor : {a.overhead.band_lo, a.overhead.band_hi}) {
     if (!a.HasBand()) break;
     const std::vector<TimeNs> durations = analysis::BandDurations(a, factor);
-    Basis at_end(a, device, plan.throttle_clock);
+    Basis at_end(a, device, plan.throttle_clock, options.switch_latency_ns);
     at_end.durations = durations;
     Evaluator e(at_end, won.packs, won.models);
     std::vector<size_t> base(won.packs.size());

@@ -86,6 +86,7 @@ json PlanToJson(const opt::PlannedTrace& pt) {
   j["plan"]["packing"] = plan.packing;
   j["plan"]["min_pack_ms"] = static_cast<double>(plan.min_pack_ns) * 1e-6;
   j["plan"]["min_pack_source"] = plan.min_pack_source;
+  j["plan"]["switch_latency_us"] = static_cast<double>(plan.switch_latency_ns) * 1e-3;
   j["plan"]["merged_packs"] = plan.merged_packs;
   json packings = json::object();
   for (const auto& k : plan.packings) {

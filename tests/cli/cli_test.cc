@@ -82,7 +82,7 @@ TEST(CliTest, OptimizeWritesTheContractFields) {
 TEST(CliTest, CalibratedOverheadReproducesInAnalyze) {
   const std::string dir = EMO_SOURCE_DIR "/data/h200_heldout/";
   const std::string light = dir + "mlp_small_train_sync_light.json.gz", shapes = dir + "mlp_small_train_sync_shapes.json.gz";
-  const auto cal = (std::filesystem::temp_directory_path() / "emo_cli_test_overhead_calibration.json").string();
+  const auto cal = emo::testing::TempPath("cli_overhead_calibration.json");
   const auto fit = EmoJson("calibrate-overhead " + light + " " + shapes + " --step-time 8.29 8.29 --out " + cal, "calibrate");
   ASSERT_TRUE(fit.is_object());
   EXPECT_EQ(fit["format"], "emo-overhead-calibration-1");
@@ -109,7 +109,7 @@ TEST(CliTest, CalibratedOverheadReproducesInAnalyze) {
 
   // A file of step times: by path or by file name; a trace it does not list keeps the
   // calibration; a malformed line is an error naming the file and the line.
-  const auto file = (std::filesystem::temp_directory_path() / "emo_cli_test_step_times.txt").string();
+  const auto file = emo::testing::TempPath("cli_step_times.txt");
   std::ofstream(file) << "# unprofiled step times\n" << light << " 8.29\nmlp_small_train_sync_shapes.json.gz, 9.5\n";
   const std::string other = dir + "bert_infer_sync_light.json.gz";
   const auto many = EmoJson("analyze " + light + " " + shapes + " " + other + " --step-times " + file, "analyze_step_times");
@@ -149,7 +149,7 @@ TEST(CliTest, ErrorsNameTheFileAndFail) {
   EXPECT_NE(missing.exit_code, 0);
   EXPECT_NE(missing.out.find("/nonexistent/trace.json.gz"), std::string::npos) << missing.out;
 
-  const auto not_trace = (std::filesystem::temp_directory_path() / "emo_cli_test_not_a_trace.json").string();
+  const auto not_trace = emo::testing::TempPath("cli_not_a_trace.json");
   std::ofstream(not_trace) << "[1, 2, 3]";
   const EmoRun bad = Emo("analyze " + not_trace);
   EXPECT_NE(bad.exit_code, 0);
@@ -326,7 +326,7 @@ TEST(CliTest, UnknownCommandListsTheCommands) {
 // Flags that contradict each other, or one the other makes meaningless, are refused as a usage
 // error naming both, before any work.
 TEST(CliTest, ConflictingFlagsAreRefused) {
-  const auto steps = (std::filesystem::temp_directory_path() / "emo_cli_test_conflict_steps.txt").string();
+  const auto steps = emo::testing::TempPath("cli_conflict_steps.txt");
   std::ofstream(steps) << "gpt_train_h200.json.gz 20\n";
   const std::string profile = WriteStageProfile("conflict", 2);
   struct Case {
@@ -414,7 +414,7 @@ TEST(CliTest, BadRegexIsAUsageError) {
 // No wall time is asserted (Emo's `timeout` keeps a regression from hanging the suite).
 TEST(CliTest, PipelineTimeLimitBoundsTheWholeSweep) {
   const std::string profile = WriteStageProfile("time_limit", 2);
-  const auto json = (std::filesystem::temp_directory_path() / "emo_cli_test_time_limit.json").string();
+  const auto json = emo::testing::TempPath("cli_time_limit.json");
   const std::string args = "pipeline --profile " + profile +
                            " --stages 2 --microbatches 4 --idle-w 50 --max-slowdown 0.05 --frontier-step 0.0005"
                            " --solver exact --time-limit 0.000001 --json " + json;
@@ -463,7 +463,7 @@ TEST(CliTest, CountsAgreeWithTheirNouns) {
 // The policy names the iteration its plan was made for (the steady one, which analyze reports),
 // the marker regex that finds every iteration at run time, and the latency target.
 TEST(CliTest, PolicyNamesTheSteadyIteration) {
-  const auto policy_path = (std::filesystem::temp_directory_path() / "emo_cli_test_policy.json").string();
+  const auto policy_path = emo::testing::TempPath("cli_policy.json");
   const auto plan = EmoJson("optimize " + kExample + " --device h200 --policy " + policy_path, "policy_plan");
   ASSERT_TRUE(plan.is_object());
   std::ifstream in(policy_path);

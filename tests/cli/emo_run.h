@@ -1,6 +1,8 @@
 // Runs the built `emo` binary from a test: exit code and output, or the JSON it wrote.
 #pragma once
 
+#include <unistd.h>
+
 #include <gtest/gtest.h>
 
 #include <array>
@@ -39,8 +41,10 @@ inline EmoRun Emo(const std::string& args, const std::string& dir = "") {
 }
 
 // A path in the temporary folder for this test's files.
+// A scratch file of this test process: named by pid too, so that two test runs on one machine
+// (a build tree and a clean clone, say) never share one.
 inline std::string TempPath(const std::string& name) {
-  return (std::filesystem::temp_directory_path() / ("emo_test_" + name)).string();
+  return (std::filesystem::temp_directory_path() / ("emo_test_" + std::to_string(getpid()) + "_" + name)).string();
 }
 
 inline nlohmann::json ReadJson(const std::string& path) {

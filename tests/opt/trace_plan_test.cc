@@ -124,3 +124,41 @@ TEST(TracePlanTest, EveryH200TraceMeetsTheTargetAndBeatsStaticBest) {
 
 }  // namespace
 }  // namespace emo::opt
+
+namespace emo::opt {
+namespace {
+
+// A clock switch takes the switch latency at the old clock: plans without switches (the
+// baseline, the best static clock) cost the same with or without it, and plans with it still
+// meet the target and cost no more than the static best; at 2 ms packs the plan with a 1 ms
+// latency switches no more often than the one with free switches.
+TEST(TracePlanTest, SwitchLatencyCostsOnlyPlansThatSwitch) {
+  auto device = model::FindDevice("h200", EMO_SOURCE_DIR "/devices");
+  ASSERT_TRUE(device.ok()) << device.status().ToString();
+  auto a = analysis::AnalyzeTrace(EMO_SOURCE_DIR "/examples/gpt_train_h200.json.gz", {});
+  ASSERT_TRUE(a.ok()) << a.status().ToString();
+  TracePlanOptions free_switches;
+  free_switches.packing.min_pack_ns = 2'000'000;
+  TracePlanOptions slow_switches = free_switches;
+  slow_switches.switch_latency_ns = 1'000'000;
+  auto f = PlanTrace(*a, *device, free_switches);
+  auto s = PlanTrace(*a, *device, slow_switches);
+  ASSERT_TRUE(f.ok() && s.ok());
+  EXPECT_EQ(f->baseline.time_ns, s->baseline.time_ns);
+  EXPECT_DOUBLE_EQ(f->baseline.energy_j, s->baseline.energy_j);
+  EXPECT_EQ(f->static_best.time_ns, s->static_best.time_ns);
+  EXPECT_DOUBLE_EQ(f->static_best.energy_j, s->static_best.energy_j);
+  EXPECT_DOUBLE_EQ(f->per_kernel_blind.energy_j, s->per_kernel_blind.energy_j);  // scored without it
+  for (const auto* p : {&*f, &*s}) {
+    EXPECT_LE(p->plan.time_ns, p->deadline_ns);
+    EXPECT_LE(p->plan.energy_j, p->static_best.energy_j + 1e-9);
+  }
+  EXPECT_GT(f->switches, 0u);
+  EXPECT_LE(s->switches, f->switches);
+  // The planner saw the latency: a different plan, or the same clocks at a cost.
+  EXPECT_TRUE(s->switches != f->switches || s->plan.energy_j != f->plan.energy_j || s->plan.time_ns != f->plan.time_ns);
+  EXPECT_EQ(s->switch_latency_ns, 1'000'000);
+}
+
+}  // namespace
+}  // namespace emo::opt

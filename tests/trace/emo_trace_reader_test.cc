@@ -1,6 +1,7 @@
 // The EMO trace reader on files built record by record (emo_trace_test_writer.h): what becomes
 // of each record, the untraced step time and energy, exact event waits, and files cut short.
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <filesystem>
 #include <fstream>
@@ -91,7 +92,7 @@ std::string TwoStreamLoop(bool compress = false, bool end = true, bool pretrace 
 }
 
 std::string WriteTemp(const std::string& name, const std::string& bytes) {
-  const auto path = (std::filesystem::temp_directory_path() / ("emo_test_" + name)).string();
+  const auto path = (std::filesystem::temp_directory_path() / ("emo_test_" + std::to_string(getpid()) + "_" + name)).string();
   std::ofstream(path, std::ios::binary) << bytes;
   return path;
 }

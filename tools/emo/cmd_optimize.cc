@@ -46,6 +46,7 @@ int RunOptimize(const OptimizeArgs& args) {
   // The minimum pack: as given, else 20 switch latencies (research/gpu-dvfs-and-nvml.md section
   // 3.4: a switch then costs at most ~5 % of a pack's saving), else 10 ms.
   const double latency_us = args.switch_latency_us >= 0 ? args.switch_latency_us : device->switch_latency_us;
+  plan_options.switch_latency_ns = static_cast<TimeNs>(std::max(0.0, latency_us) * 1e3);
   if (args.min_pack_ms > 0) {
     plan_options.packing.min_pack_ns = static_cast<TimeNs>(args.min_pack_ms * 1e6);
     plan_options.min_pack_source = "--min-pack-ms";

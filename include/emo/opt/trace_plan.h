@@ -36,6 +36,10 @@ struct TracePlanOptions {
   SolverKind solver = SolverKind::kFast;
   size_t exact_check_max_packs = 2000;
   double exact_time_limit_s = 60.0;
+  // A clock switch runs the first this-long of the pack it starts at the previous pack's clock
+  // (time and energy, in the kernel-graph scoring every plan and baseline gets; the pack-graph
+  // solver does not see it). 0: switches are free.
+  TimeNs switch_latency_ns = 0;
   // Where packing.min_pack_ns comes from, for the report.
   std::string min_pack_source = "default (10 ms)";
 };
@@ -78,6 +82,7 @@ struct TracePlan {
   std::string packing;
   TimeNs min_pack_ns = 0;
   std::string min_pack_source;
+  TimeNs switch_latency_ns = 0;
   // The plan's packs; adjacent ones of a device planned at the same clock are merged into one
   // (`merged_packs` counts the merges).
   std::vector<PlannedPack> packs;
