@@ -177,6 +177,11 @@ std::string PlanText(const opt::PlannedTrace& pt) {
                      pg.gap_pct >= 0 ? fmt::format(", {:.3f} % above its bound", pg.gap_pct) : "",
                      !pg.exact_outcome.empty() ? fmt::format(", {:+.3f} % vs CBC ({})", pg.exact_gap_pct, pg.exact_outcome)
                                                : "");
+  out += fmt::format("  packs at least {:.1f} ms ({}){}\n", static_cast<double>(plan.min_pack_ns) * 1e-6,
+                     plan.min_pack_source,
+                     plan.switch_latency_ns > 0
+                         ? fmt::format("; each switch costs {:.0f} us at the old clock", static_cast<double>(plan.switch_latency_ns) * 1e-3)
+                         : "; switches cost nothing (no switch latency known)");
   const auto conf = analysis::ConfidenceOf(a);
   out += fmt::format("  timeline confidence {}: {}\n  saving {:.1f} to {:.1f} % over the timeline's range {:.1f}-{:.1f} us\n",
                      conf.level, conf.note, saving[0], saving[1],
