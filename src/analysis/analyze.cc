@@ -268,7 +268,7 @@ void to_json(nlohmann::json& j, const PathGap& g) {
 
 nlohmann::json GpuEnergyToJson(const trace::GpuEnergy& g) {
   using nlohmann::json;
-  const bool measured = g.iterations > 0 && g.energy_j >= 0;
+  const bool measured = g.HasEnergy();
   auto energy = [&](double v) { return measured ? json(v) : json(nullptr); };
   return {{"device", g.device},
           {"name", g.name},

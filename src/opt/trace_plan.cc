@@ -523,14 +523,16 @@ Result<TracePlan> PlanTrace(const analysis::TraceAnalysis& a, const model::Devic
   }
   // A start for a packing's descent: each pack at the pass-level clock of the phase holding most
   // of its busy time.
+  std::unordered_map<uint32_t, size_t> phase_of;
+  if (by_phase) {
+    for (size_t q = 0; q < by_phase->packs.size(); ++q) {
+      for (auto v : by_phase->packs[q].ops) phase_of[v.value()] = q;
+    }
+  }
   auto pass_level_start = [&](const std::vector<packing::Pack>& ps) {
     std::vector<Candidate> starts;
     if (!by_phase) return starts;
     const PackingPlan& pp = *by_phase;
-    std::unordered_map<uint32_t, size_t> phase_of;
-    for (size_t q = 0; q < pp.packs.size(); ++q) {
-      for (auto v : pp.packs[q].ops) phase_of[v.value()] = q;
-    }
     std::vector<size_t> from_pass(ps.size());
     for (size_t p = 0; p < ps.size(); ++p) {
       std::vector<TimeNs> busy(pp.packs.size(), 0);
@@ -590,9 +592,7 @@ Result<TracePlan> PlanTrace(const analysis::TraceAnalysis& a, const model::Devic
     // switch between them).
     if (!plan.packs.empty() && plan.packs.back().pack.device == planned.pack.device &&
         plan.packs.back().clock == planned.clock) {
-      std::vector<int64_t> clocks;
-      auto merged = packing::MergeEqualClocks({plan.packs.back().pack, planned.pack}, {0, 0}, &clocks);
-      plan.packs.back().pack = std::move(merged.front());
+      packing::Absorb(&plan.packs.back().pack, planned.pack);
       plan.packs.back().busy_s_default += planned.busy_s_default;
       plan.packs.back().busy_s += planned.busy_s;
       ++plan.merged_packs;

@@ -55,6 +55,13 @@ void EmitRuns(const DeviceOps& d, const std::vector<size_t>& cuts, const PackOpt
   }
 }
 
+// A last run shorter than the minimum joins the one before it (the cuts end with ops.size()).
+void JoinShortLast(const DeviceOps& d, const PackOptions& o, std::vector<size_t>* cuts) {
+  if (cuts->size() < 3) return;
+  const TimeNs start = d.ops[(*cuts)[cuts->size() - 2]].start;
+  if (std::max(d.end, start) - start < o.min_pack_ns) cuts->erase(cuts->end() - 2);
+}
+
 // Windows of at least the minimum length, cut where the slack class of the op that starts next
 // differs from the pack's (by busy time), or at twice the minimum.
 std::vector<size_t> TimeWindowCuts(const DeviceOps& d, const PackOptions& o) {
@@ -78,10 +85,7 @@ std::vector<size_t> TimeWindowCuts(const DeviceOps& d, const PackOptions& o) {
     if (HasSlack(op, o)) slack_busy += op.duration;
   }
   cuts.push_back(d.ops.size());
-  // A last pack shorter than the minimum joins the one before it.
-  if (cuts.size() >= 3 && std::max(d.end, d.ops[cuts[cuts.size() - 2]].start) - d.ops[cuts[cuts.size() - 2]].start < o.min_pack_ns) {
-    cuts.erase(cuts.end() - 2);
-  }
+  JoinShortLast(d, o, &cuts);
   return cuts;
 }
 
@@ -101,9 +105,7 @@ std::vector<size_t> PhaseCuts(const DeviceOps& d, const PackOptions& o) {
     thread = op.thread;
   }
   cuts.push_back(d.ops.size());
-  if (cuts.size() >= 3 && std::max(d.end, d.ops[cuts[cuts.size() - 2]].start) - d.ops[cuts[cuts.size() - 2]].start < o.min_pack_ns) {
-    cuts.erase(cuts.end() - 2);
-  }
+  JoinShortLast(d, o, &cuts);
   return cuts;
 }
 
@@ -266,20 +268,23 @@ std::vector<Pack> PackSteadyIteration(const analysis::TraceAnalysis& a, const Pa
   return MakePacks(PackingKind::kTimeWindow, InputOf(a), options);
 }
 
+void Absorb(Pack* into, const Pack& next) {
+  into->end = next.end;
+  into->ops.insert(into->ops.end(), next.ops.begin(), next.ops.end());
+  into->first_launch = std::min(into->first_launch, next.first_launch);
+  into->critical = into->critical || next.critical;
+  into->busy_ns += next.busy_ns;
+  into->slack_busy_ns += next.slack_busy_ns;
+  into->has_slack = 2 * into->slack_busy_ns > into->busy_ns;
+}
+
 std::vector<Pack> MergeEqualClocks(const std::vector<Pack>& packs, const std::vector<int64_t>& clocks,
                                    std::vector<int64_t>* merged_clocks) {
   std::vector<Pack> out;
   merged_clocks->clear();
   for (size_t p = 0; p < packs.size(); ++p) {
     if (!out.empty() && out.back().device == packs[p].device && merged_clocks->back() == clocks[p]) {
-      Pack& m = out.back();
-      m.end = packs[p].end;
-      m.ops.insert(m.ops.end(), packs[p].ops.begin(), packs[p].ops.end());
-      m.first_launch = std::min(m.first_launch, packs[p].first_launch);
-      m.critical = m.critical || packs[p].critical;
-      m.busy_ns += packs[p].busy_ns;
-      m.slack_busy_ns += packs[p].slack_busy_ns;
-      m.has_slack = 2 * m.slack_busy_ns > m.busy_ns;
+      Absorb(&out.back(), packs[p]);
       continue;
     }
     out.push_back(packs[p]);

@@ -87,11 +87,11 @@ std::string RunText(const std::string& path, const trace::Trace& t) {
   for (const auto& g : r.gpus) {
     s += fmt::format("  GPU {} {:<12}", g.device, g.name.empty() ? "(unnamed)" : g.name);
     const double window_s = static_cast<double>(g.window_end - g.window_start) * 1e-9;
-    if (g.iterations > 0 && g.energy_j >= 0 && g.uncertainty_per_iteration_j > 0.25 * g.energy_per_iteration_j) {
+    if (g.HasEnergy() && !g.Measurable()) {
       s += fmt::format(" energy per iteration not measurable: {:.2f} s of untraced iterations is too short for an NVML "
                        "counter that updates every {:.0f} ms ({:.3f} J +- {:.3f} J); run the program longer",
                        window_s, Ms(g.counter_period_ns), g.energy_per_iteration_j, g.uncertainty_per_iteration_j);
-    } else if (g.iterations > 0 && g.energy_j >= 0) {
+    } else if (g.HasEnergy()) {
       s += fmt::format(" {:.3f} J per iteration +- {:.3f} J over {} ({:.2f} s, NVML counter updating every {:.0f} ms); "
                        "{:.0f} W busy",
                        g.energy_per_iteration_j, g.uncertainty_per_iteration_j, Plural(static_cast<uint64_t>(g.iterations), "iteration"),

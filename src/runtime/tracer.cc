@@ -9,12 +9,14 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <array>
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <iterator>
+#include <span>
 
 #include "cupti_check.h"
 
@@ -114,13 +116,28 @@ bool OutermostEntry(CUpti_CallbackDomain domain, const CUpti_CallbackData* data,
   return data->callbackSite == CUPTI_API_ENTER && depth == 0;
 }
 
-template <size_t N>
-bool Contains(const CUpti_CallbackId (&ids)[N], CUpti_CallbackId cbid) {
-  return std::find(std::begin(ids), std::end(ids), cbid) != std::end(ids);
+// Per callback id of a domain, whether it is in `ids`: every launch callback asks whether it is
+// an anchor call, so that is a table lookup rather than a search.
+template <size_t Size, size_t N>
+constexpr std::array<bool, Size> Membership(const CUpti_CallbackId (&ids)[N]) {
+  std::array<bool, Size> member{};
+  for (const CUpti_CallbackId id : ids) member[id] = true;
+  return member;
 }
+constexpr auto kIsRuntimeAnchor = Membership<CUPTI_RUNTIME_TRACE_CBID_SIZE>(kRuntimeAnchors);
+constexpr auto kIsDriverAnchor = Membership<CUPTI_DRIVER_TRACE_CBID_SIZE>(kDriverAnchors);
 
 bool IsAnchor(CUpti_CallbackDomain domain, CUpti_CallbackId cbid) {
-  return domain == CUPTI_CB_DOMAIN_RUNTIME_API ? Contains(kRuntimeAnchors, cbid) : Contains(kDriverAnchors, cbid);
+  const auto& member = domain == CUPTI_CB_DOMAIN_RUNTIME_API ? std::span<const bool>(kIsRuntimeAnchor)
+                                                             : std::span<const bool>(kIsDriverAnchor);
+  return cbid < member.size() && member[cbid];
+}
+
+// Turns the callbacks of `ids` in `domain` on or off.
+template <size_t N>
+void SetCallbacks(CUpti_SubscriberHandle subscriber, CUpti_CallbackDomain domain, const CUpti_CallbackId (&ids)[N],
+                  bool on) {
+  for (const CUpti_CallbackId id : ids) EMO_CUPTI_OK(cuptiEnableCallback(on ? 1 : 0, subscriber, domain, id));
 }
 
 uint64_t Bits(const void* p) { return static_cast<uint64_t>(reinterpret_cast<uintptr_t>(p)); }
@@ -411,18 +428,10 @@ bool Tracer::OpenOutput(std::string* path, int* fd, std::string* error) const {
 }
 
 bool Tracer::EnableCallbacks(std::string* error) {
-  for (const CUpti_CallbackId cbid : kRuntimeLaunches) {
-    EMO_CUPTI_OK(cuptiEnableCallback(1, subscriber_, CUPTI_CB_DOMAIN_RUNTIME_API, cbid));
-  }
-  for (const CUpti_CallbackId cbid : kDriverLaunches) {
-    EMO_CUPTI_OK(cuptiEnableCallback(1, subscriber_, CUPTI_CB_DOMAIN_DRIVER_API, cbid));
-  }
-  for (const CUpti_CallbackId cbid : kRuntimeAnchors) {
-    EMO_CUPTI_OK(cuptiEnableCallback(1, subscriber_, CUPTI_CB_DOMAIN_RUNTIME_API, cbid));
-  }
-  for (const CUpti_CallbackId cbid : kDriverAnchors) {
-    EMO_CUPTI_OK(cuptiEnableCallback(1, subscriber_, CUPTI_CB_DOMAIN_DRIVER_API, cbid));
-  }
+  SetCallbacks(subscriber_, CUPTI_CB_DOMAIN_RUNTIME_API, kRuntimeLaunches, true);
+  SetCallbacks(subscriber_, CUPTI_CB_DOMAIN_DRIVER_API, kDriverLaunches, true);
+  SetCallbacks(subscriber_, CUPTI_CB_DOMAIN_RUNTIME_API, kRuntimeAnchors, true);
+  SetCallbacks(subscriber_, CUPTI_CB_DOMAIN_DRIVER_API, kDriverAnchors, true);
   if (!EMO_CUPTI_OK(
           cuptiEnableCallback(1, subscriber_, CUPTI_CB_DOMAIN_RESOURCE, CUPTI_CBID_RESOURCE_CONTEXT_CREATED)) ||
       !EMO_CUPTI_OK(cuptiEnableCallback(1, subscriber_, CUPTI_CB_DOMAIN_RESOURCE,
@@ -531,12 +540,8 @@ void Tracer::OnAnchor(CUpti_CallbackDomain domain, CUpti_CallbackId cbid, const 
 void Tracer::SetLaunchCallbacks(bool on) {
   if (on == launch_callbacks_on_) return;
   if (on) launch_generation_.fetch_add(1, std::memory_order_relaxed);
-  for (const CUpti_CallbackId cbid : kRuntimeLaunches) {
-    EMO_CUPTI_OK(cuptiEnableCallback(on ? 1 : 0, subscriber_, CUPTI_CB_DOMAIN_RUNTIME_API, cbid));
-  }
-  for (const CUpti_CallbackId cbid : kDriverLaunches) {
-    EMO_CUPTI_OK(cuptiEnableCallback(on ? 1 : 0, subscriber_, CUPTI_CB_DOMAIN_DRIVER_API, cbid));
-  }
+  SetCallbacks(subscriber_, CUPTI_CB_DOMAIN_RUNTIME_API, kRuntimeLaunches, on);
+  SetCallbacks(subscriber_, CUPTI_CB_DOMAIN_DRIVER_API, kDriverLaunches, on);
   launch_callbacks_on_ = on;
 }
 

@@ -68,10 +68,8 @@ void Tracer::DrainControl() {
     std::lock_guard<std::mutex> lock(nvtx_mutex_);
     boundaries.swap(nvtx_boundaries_);
   }
-  launches_seen_.fetch_add(
-      static_cast<uint64_t>(std::count_if(launches.begin(), launches.end(), [](const LaunchEvent& x) { return x.anchor == 0; })),
-      std::memory_order_relaxed);
   // In time order, so an NVTX iteration counts the launches made inside it.
+  uint64_t kernel_launches = 0;
   size_t i = 0;
   size_t j = 0;
   std::vector<LaunchIteration> found;
@@ -85,6 +83,7 @@ void Tracer::DrainControl() {
       OnAnchorEvent(launch);
       continue;
     }
+    ++kernel_launches;
     if (nvtx_source_) {
       ++nvtx_launches_;
       continue;
@@ -97,6 +96,7 @@ void Tracer::DrainControl() {
     for (LaunchIteration& it : found) it.loop += loop_offset_;
     OnLaunchIterations(found);
   }
+  launches_seen_.fetch_add(kernel_launches, std::memory_order_relaxed);
   SettleLaunchCallbacks();
 }
 

@@ -264,10 +264,10 @@ TEST(CliTest, HelpShowsEveryDefault) {
     }
   }
   EXPECT_GT(checked, 20u);
-  // The defaults the issue named, with their values.
+  // Defaults users ask about, with their values.
   const std::string optimize = Emo("optimize --help").out;
   // The minimum pack follows the clock-switch latency (20 of them; the H200 file's assumed 500 us
-  // gives the 10 ms the issue named).
+  // gives the 10 ms default).
   for (const char* s : {"--max-slowdown FLOAT:in [0, 1]=0.02", "--min-pack-ms FLOAT:POSITIVE=20x-switch-latency",
                         "so 10 ms", "--switch-latency-us FLOAT:POSITIVE=device-file", "=auto"}) {
     EXPECT_NE(optimize.find(s), std::string::npos) << s << "\n" << optimize;

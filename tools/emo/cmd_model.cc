@@ -307,7 +307,7 @@ std::string TraceStem(const std::string& path) {
 // What an EMO trace measured in its own run: the untraced step and the NVML energy per
 // iteration over those iterations, summed over the trace's GPUs. Refused when the trace has no
 // run measurement or its energy is not measurable (uncertainty above 25 %).
-Result<model::MeasuredIteration> MeasuredInRun(const std::string& path, const std::string& name, const trace::Trace& t) {
+Result<model::MeasuredIteration> MeasuredInRun(const std::string& name, const trace::Trace& t) {
   if (!t.meta.run) return NotFound("it is not an EMO trace, so it carries no measured energy (pass --measured)");
   const auto& r = *t.meta.run;
   if (r.untraced_step_ns <= 0) return NotFound("its run has no untraced iterations to time the step by");
@@ -316,13 +316,13 @@ Result<model::MeasuredIteration> MeasuredInRun(const std::string& path, const st
   m.step_s = static_cast<double>(r.untraced_step_ns) * 1e-9;
   double energy = 0;
   for (const auto& g : r.gpus) {
-    if (g.energy_per_iteration_j <= 0 || g.uncertainty_per_iteration_j > 0.25 * g.energy_per_iteration_j) {
+    if (!g.Measurable() || g.energy_per_iteration_j <= 0) {
       return NotFound(fmt::format("its run's energy on GPU {} is not measurable ({:.3f} +- {:.3f} J per iteration)",
                                   g.device, g.energy_per_iteration_j, g.uncertainty_per_iteration_j));
     }
     energy += g.energy_per_iteration_j;
   }
-  if (energy <= 0) return NotFound(fmt::format("{}: its run measured no energy (NVML off or absent)", path));
+  if (energy <= 0) return NotFound("its run measured no energy (NVML off or absent)");
   m.energy_j = energy;
   return m;
 }
@@ -359,22 +359,21 @@ int RunCalibrate(const CalibrateArgs& args) {
     // the same run (its untraced step and the NVML energy over those iterations).
     const auto listed = std::find_if(measured.begin(), measured.end(),
                                      [&](const model::MeasuredIteration& x) { return x.name == name; });
-    model::MeasuredIteration own;
+    model::MeasuredIteration m;
     std::string measured_by = args.measured;
     if (listed != measured.end()) {
-      own = *listed;
+      m = *listed;
     } else {
-      Result<model::MeasuredIteration> from_run = MeasuredInRun(path, name, *t);
+      Result<model::MeasuredIteration> from_run = MeasuredInRun(name, *t);
       if (!from_run.ok()) {
         return Fail("model calibrate",
                     NotFound(fmt::format("{}{}; {}", path,
                                          args.measured.empty() ? "" : fmt::format(": no workload '{}' in {}", name, args.measured),
                                          from_run.status().message())));
       }
-      own = *from_run;
+      m = *from_run;
       measured_by = "the trace's own run";
     }
-    const model::MeasuredIteration* m = &own;
     const model::DeviceCheck check = model::CheckTraceGpu(*device, trace::GpuNamesUsed(*t));
     if (check.outcome == model::DeviceCheck::Outcome::kMismatch) {
       // Calibrating a model on another GPU's energy would write wrong numbers into its file.
@@ -382,7 +381,7 @@ int RunCalibrate(const CalibrateArgs& args) {
     }
     Result<model::ActivityProfile> p = model::ActivityFromTrace(*t);
     if (!p.ok()) return Fail("model calibrate", p.status());
-    model::EnergySample s{name, model::WorkloadGroup(name), *p, m->step_s, m->energy_j};
+    model::EnergySample s{name, model::WorkloadGroup(name), *p, m.step_s, m.energy_j};
     json busy = json::object();
     for (int c = 0; c < model::kNumKernelClasses; ++c) {
       const auto k = static_cast<model::KernelClass>(c);
@@ -392,8 +391,8 @@ int RunCalibrate(const CalibrateArgs& args) {
                          {"trace", path},
                          {"measured_by", measured_by},
                          {"iterations", p->iterations},
-                         {"step_ms", 1e3 * m->step_s},
-                         {"measured_energy_j", m->energy_j},
+                         {"step_ms", 1e3 * m.step_s},
+                         {"measured_energy_j", m.energy_j},
                          {"busy_ms", 1e3 * p->Busy()},
                          {"class_busy_ms", std::move(busy)}});
     samples.push_back(std::move(s));

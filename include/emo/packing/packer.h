@@ -1,9 +1,9 @@
-// Packing (BRIEF stage 4): the SM clock is GPU-wide, so a decision unit is a window of one GPU's
-// timeline covering every op that starts in it, on any stream. Every way EMO cuts the steady
-// iteration into such packs lives here, behind one call (MakePacks) on a narrow input: per GPU,
-// its ops in time order with their slack, their launch order, the CPU thread that launched
-// them, their clock-sensitivity class and whether they wait on a sync. Nothing here reads the
-// analysis except InputOf, the adapter.
+// Packing (the stage after analysis, docs/architecture.md): the SM clock is GPU-wide, so a
+// decision unit is a window of one GPU's timeline covering every op that starts in it, on any
+// stream. Every way EMO cuts the steady iteration into such packs lives here, behind one call
+// (MakePacks) on a narrow input: per GPU, its ops in time order with their slack, their launch
+// order, the CPU thread that launched them, their clock-sensitivity class and whether they wait
+// on a sync. Nothing here reads the analysis except InputOf, the adapter.
 //
 // Packs of one device are contiguous and in time order, so on one device the pack graph (an
 // edge wherever an op edge crosses packs) points forward in time. Across streams and devices
@@ -93,6 +93,9 @@ std::vector<Pack> MakePacks(PackingKind kind, const PackingInput& input, const P
 
 // The time-window packs of an analysis' steady iteration (MakePacks(kTimeWindow, InputOf(a))).
 std::vector<Pack> PackSteadyIteration(const analysis::TraceAnalysis& a, const PackOptions& options);
+
+// `next`, the pack right after `into` on its device, becomes part of it.
+void Absorb(Pack* into, const Pack& next);
 
 // Adjacent packs of one device with the same planned clock become one (`clocks[p]`: pack p's
 // clock, any comparable id). Returns the merged packs; `merged_clocks` gets their clocks.

@@ -1,8 +1,9 @@
 // Following a found loop without a callback on every kernel launch. Pure (no CUDA).
 //
 // The launch-period finder needs the whole launch sequence, and CUPTI's launch callback costs
-// host time on every launch: ~1.2 us per launch measured on the H200 (bench/gpu/launch_cost.py),
-// about 10 % of a CPU-bound PyTorch step (BENCHMARKS.md, Order 7). Most loops also make a few
+// host time on every launch: 0.5-1.5 us per launch measured on the H200
+// (bench/gpu/launch_cost.py), a few to 10 % of a CPU-bound PyTorch step (BENCHMARKS.md,
+// "Overhead: the programs' own median step time"). Most loops also make a few
 // host-synchronizing calls per iteration (a loss read back with .item(), a batch copied in, a
 // stream synchronize): these "anchor" calls are orders of magnitude rarer than launches.
 //

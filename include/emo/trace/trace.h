@@ -175,6 +175,12 @@ struct GpuEnergy {
   double idle_power_w = -1;      // power samples before the first iteration, -1 when none
   int64_t counter_reads = 0;
   int64_t power_samples = 0;
+
+  // The counter reads cover the energy window.
+  bool HasEnergy() const { return iterations > 0 && energy_j >= 0; }
+  // ... and the uncertainty is at most a quarter of the energy per iteration: the window is long
+  // enough against the counter's update period to be worth a number.
+  bool Measurable() const { return HasEnergy() && uncertainty_per_iteration_j <= 0.25 * energy_per_iteration_j; }
 };
 
 struct RunMeasurement {
