@@ -15,9 +15,11 @@ see loop_common.py for every option (--steps, --warmup, --nvtx, --torch-profiler
 
   python bench/gpu/train_loop.py [--steps 300] [--warmup 30] [--nvtx] [--nvml-energy]
   emo trace -o t.emo -- python bench/gpu/train_loop.py
+  emo trace -o ddp_%r.emotrace -- torchrun --standalone --nproc-per-node 2 bench/gpu/train_loop.py --ddp
 """
 import argparse
 import math
+import os
 
 import loop_common
 
@@ -66,9 +68,15 @@ def build(args):
             return self.head(self.ln_f(x))
 
     torch.manual_seed(args.seed)
+    if args.ddp:  # one rank of a torchrun job: its GPU is LOCAL_RANK
+        import torch.distributed as dist
+        args.device = int(os.environ["LOCAL_RANK"])
     dev = torch.device("cuda", args.device)
     torch.cuda.set_device(dev)
     model = GPT(args.vocab, args.seq, args.d_model, args.heads, args.layers).to(dev)
+    if args.ddp:
+        dist.init_process_group("nccl", device_id=dev)
+        model = torch.nn.parallel.DistributedDataParallel(model, device_ids=[args.device])
     opt = torch.optim.AdamW(model.parameters(), lr=3e-4, betas=(0.9, 0.95), weight_decay=0.1)
     # a small pool of pinned host batches, as a data loader would hand over; seq+1 tokens each
     gen = torch.Generator().manual_seed(args.seed)
@@ -102,14 +110,20 @@ def main():
     ap.add_argument("--batch", type=int, default=16)
     ap.add_argument("--seq", type=int, default=256)
     ap.add_argument("--vocab", type=int, default=8192)
+    ap.add_argument("--ddp", action="store_true",
+                    help="run as one rank of a torchrun job: NCCL, GPU = LOCAL_RANK, DistributedDataParallel")
     args = ap.parse_args()
     if args.d_model % args.heads:
         ap.error("--d-model must be a multiple of --heads")
     step, params, state = build(args)
     loop_common.log(f"train_loop: {params / 1e6:.1f} M parameters, {args.steps} steps ({args.warmup} warm-up)")
     cfg = {"layers": args.layers, "d_model": args.d_model, "heads": args.heads, "batch": args.batch,
-           "seq": args.seq, "vocab": args.vocab, "params": params, "dtype": "bf16 autocast", "optimizer": "AdamW"}
+           "seq": args.seq, "vocab": args.vocab, "params": params, "dtype": "bf16 autocast", "optimizer": "AdamW",
+           "ddp_world_size": int(os.environ.get("WORLD_SIZE", "1")) if args.ddp else None}
     loop_common.run("train_loop", args, step, extra=lambda: {"config": cfg, "final_loss": state.get("loss")})
+    if args.ddp:
+        import torch.distributed as dist
+        dist.destroy_process_group()
 
 
 if __name__ == "__main__":

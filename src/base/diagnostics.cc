@@ -54,6 +54,9 @@ constexpr std::array<DiagnosticSpec, static_cast<size_t>(Diag::kCount)> kDiagnos
      "fallback (a'): source = last op launched on another stream before the wait"},
     {Diag::kWaitEdgeNone, "wait_edge_none", Severity::kWarning,
      "stream wait whose source could not be found; no edge"},
+    {Diag::kWaitEdgeIdleStream, "wait_edge_idle_stream", Severity::kInfo,
+     "stream wait on an event recorded (exactly known) on a stream that had nothing launched "
+     "before the record in the trace: nothing to wait for, no edge"},
     {Diag::kSyncEdgeContext, "sync_edge_context", Severity::kInfo,
      "device/context sync waits for the last op of every stream"},
     {Diag::kSyncEdgeStream, "sync_edge_stream", Severity::kInfo,

@@ -110,6 +110,14 @@ void GraphBuilder::AddStreamWaitEdges(uint32_t row) {
       }
     }
   }
+  if (!src.valid() && record.stream >= 0 &&
+      (rule == Diag::kWaitEdgeExact || rule == Diag::kWaitEdgeEventId)) {
+    // The record is known exactly and its stream had no work launched before it (a side stream
+    // a framework records on, e.g. DDP's before each NCCL call): the event is complete when
+    // recorded, so the wait orders nothing.
+    g_.diagnostics_.Add(Diag::kWaitEdgeIdleStream);
+    return;
+  }
   if (!src.valid() || src == dst || t_.gpu.end[src.value()] > t_.gpu.start[dst.value()] + o_.skew_tolerance_ns) {
     g_.diagnostics_.Add(Diag::kWaitEdgeNone);
     return;

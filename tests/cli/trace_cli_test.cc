@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <cstdlib>
+#include <filesystem>
 #include <string>
 
 #include "emo_run.h"
@@ -52,6 +53,34 @@ TEST(TraceCliTest, TheTracersSettingsReplaceTheCallersAndItsOtherKnobsPassThroug
   EXPECT_NE(r.out.find("w=7 a=0"), std::string::npos) << r.out;
   unsetenv("EMO_TRACE_WARMUP");
   unsetenv("EMO_TRACE_ANCHOR");
+  unsetenv("EMO_INJECT_LIB");
+}
+
+// torchrun's launcher initializes CUDA but runs no GPU work: beside the ranks' traces its empty
+// one is dropped and named; alone, it is kept (it is all there is to say about the run). The
+// "program" here copies two files the tracer wrote on the H200 (data/h200_emo/README.md).
+TEST(TraceCliTest, ALauncherThatRanNoGpuWorkIsDroppedBesideTheRanksThatDid) {
+  setenv("EMO_INJECT_LIB", "/bin/true", 1);
+  const std::string d = SourceDir() + "/data/h200_emo/";
+  const std::string rank0 = TempPath("job_0.emotrace"), launcher = TempPath("job_pid597.emotrace");
+  const std::string json = TempPath("job.json");
+  const EmoRun r = Emo("trace -o " + TempPath("job_%r.emotrace") + " --json " + json + " -- sh -c 'cp " + d +
+                       "ddp_train_rank0.emotrace " + rank0 + " && cp " + d + "ddp_launcher.emotrace " + launcher + "'");
+  EXPECT_EQ(r.exit_code, 0) << r.out;
+  EXPECT_NE(r.out.find("pid 597 on vm initialized CUDA but ran no GPU work"), std::string::npos) << r.out;
+  EXPECT_TRUE(std::filesystem::exists(rank0));
+  EXPECT_FALSE(std::filesystem::exists(launcher));
+  const auto j = ReadJson(json);
+  ASSERT_EQ(j["traces"].size(), 1u) << j.dump();
+  EXPECT_EQ(j["traces"][0]["rank"], 0);
+  ASSERT_EQ(j["processes_without_gpu_work"].size(), 1u);
+  EXPECT_EQ(j["processes_without_gpu_work"][0]["pid"], 597);
+
+  const std::string alone = TempPath("alone_pid597.emotrace");
+  const EmoRun a = Emo("trace -o " + TempPath("alone_%r.emotrace") + " -- cp " + d + "ddp_launcher.emotrace " + alone);
+  EXPECT_TRUE(std::filesystem::exists(alone)) << a.out;
+  EXPECT_NE(a.out.find("none found"), std::string::npos) << a.out;
+  for (const auto& f : {rank0, json, alone}) std::filesystem::remove(f);
   unsetenv("EMO_INJECT_LIB");
 }
 

@@ -138,6 +138,26 @@ TEST(GraphTest, InconsistentInferredEdgeIsDropped) {
   EXPECT_EQ(g->diagnostics().Count(Diag::kWaitEdgeNone), 1u);
 }
 
+// A wait on an event recorded (known exactly) on a stream with no work in the trace, as DDP
+// records on a side stream before each NCCL call: the wait orders nothing and is not reported as
+// a wait whose source is missing.
+TEST(GraphTest, ExactWaitOnAnIdleStreamMakesNoEdgeAndNoWarning) {
+  TraceBuilder b;
+  b.Api("cudaLaunchKernel", 0, 5, 1);
+  b.Api("cudaEventRecord", 6, 7, 2);
+  b.Api("cudaStreamWaitEvent", 8, 9, 3);
+  b.Api("cudaLaunchKernel", 10, 15, 4);
+  b.Kernel("a", 7, 10, 100, 1);
+  b.Kernel("nccl_b", 20, 20, 150, 4);
+  b.Sync(trace::SyncKind::kStreamWaitEvent, 20, 8, 9, 3, /*wait_on_stream=*/14, /*record_corr=*/2);
+  trace::Trace t = b.Build();
+  auto g = graph::BuildGraph(t);
+  ASSERT_TRUE(g.ok());
+  EXPECT_EQ(g->EdgeCount(graph::EdgeKind::kEventWait), 0u);
+  EXPECT_EQ(g->diagnostics().Count(Diag::kWaitEdgeIdleStream), 1u);
+  EXPECT_EQ(g->diagnostics().Count(Diag::kWaitEdgeNone), 0u);
+}
+
 TEST(GraphTest, NoGpuOpsIsAClearError) {
   TraceBuilder b;
   b.Api("cudaLaunchKernel", 0, 5, 1);

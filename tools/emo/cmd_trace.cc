@@ -2,9 +2,11 @@
 // its iterations (trace) or only time them and measure each GPU's energy (monitor).
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -42,28 +44,48 @@ int RunTraced(const char* command, TraceArgs args, bool keep_files) {
                                            : fmt::format("exited with {}", run->exit_code);
   fmt::print(stderr, "emo {}: {} {}; {} written\n", command, args.launch.command[0], how,
              Plural(run->files.size(), "trace"));
-  nlohmann::json traces = nlohmann::json::array();
+  std::vector<std::pair<std::string, trace::Trace>> read;
   for (const auto& file : run->files) {
     auto t = trace::ReadTrace(file);
     if (!t.ok()) {
       fmt::print(stderr, "emo {}: {}\n", command, t.status().message());
       continue;
     }
-    const std::string shown = keep_files ? file : fmt::format("pid {}", t->meta.run ? t->meta.run->pid : -1);
-    if (args.json != "-") fmt::print("{}", report::RunText(shown, *t));
-    auto j = report::RunToJson(keep_files ? file : "", *t);
+    read.emplace_back(file, std::move(*t));
+  }
+  // A job's launcher (torchrun, a pipeline driver) can initialize CUDA without running any GPU
+  // work; its trace is empty. When another process of the job did run GPU work, it is dropped.
+  auto idle = [](const trace::Trace& t) {
+    return t.gpu.size() == 0 && t.meta.run && t.meta.run->complete && t.meta.run->iterations == 0;
+  };
+  const bool some_work = std::any_of(read.begin(), read.end(), [&](const auto& r) { return !idle(r.second); });
+  nlohmann::json no_gpu_work = nlohmann::json::array();
+  std::vector<std::string> kept;
+  nlohmann::json traces = nlohmann::json::array();
+  for (const auto& [file, t] : read) {
+    if (some_work && idle(t)) {
+      fmt::print(stderr, "emo {}: pid {} on {} initialized CUDA but ran no GPU work; its trace is dropped\n", command,
+                 t.meta.run->pid, t.meta.run->host);
+      no_gpu_work.push_back({{"pid", t.meta.run->pid}, {"host", t.meta.run->host}});
+      std::error_code ec;
+      std::filesystem::remove(file, ec);
+      continue;
+    }
+    kept.push_back(file);
+    const std::string shown = keep_files ? file : fmt::format("pid {}", t.meta.run ? t.meta.run->pid : -1);
+    if (args.json != "-") fmt::print("{}", report::RunText(shown, t));
+    auto j = report::RunToJson(keep_files ? file : "", t);
     if (!keep_files) j.erase("path");
     traces.push_back(std::move(j));
   }
   if (!temp_dir.empty()) std::filesystem::remove_all(temp_dir);
-  if (args.json != "-" && keep_files && !run->files.empty()) {
-    fmt::print("next: emo analyze {}\n", run->files.front());
-  }
+  if (args.json != "-" && keep_files && !kept.empty()) fmt::print("next: emo analyze {}\n", kept.front());
   nlohmann::json out = {{"command", args.launch.command},
                         {"exit_code", run->exit_code},
                         {"mode", args.launch.mode},
                         {"injection_library", run->injection_library},
-                        {"traces", traces}};
+                        {"traces", traces},
+                        {"processes_without_gpu_work", no_gpu_work}};
   Status st = WriteJson(args.json, out);
   if (!st.ok()) return Fail(command, st);
   if (run->exit_code != 0) return run->exit_code;

@@ -37,6 +37,7 @@ enum class Diag : uint16_t {
   kWaitEdgeRecordPair,        // fallback rule (a): cudaEventRecord on the same thread, FIFO
   kWaitEdgeLastLaunch,        // fallback rule (a'): last op launched on another stream
   kWaitEdgeNone,              // stream wait with no source found (no edge made)
+  kWaitEdgeIdleStream,        // exact record on a stream with nothing launched before it: no edge
   kSyncEdgeContext,           // device sync → every stream's last op
   kSyncEdgeStream,            // stream sync → the stream's last op
   kSyncEdgeEvent,             // event sync → the recorded op
