@@ -20,8 +20,10 @@ own truth under `traces`; measured.json keeps the sync loop's energy at the top 
 (as before) and adds `sync` and `async` beside it.
 
 Reads NVML only (energy, clocks, power): it never sets clocks, power limits or modes.
-Usage: python3 bench/h200/record_workloads.py OUT_DIR [WORKLOAD,...] [--seconds 6]
-  The second held-out set (data/h200_heldout2) is `gpt_small_train,resnet_small_train,lstm_lm_train`.
+Usage: python3 bench/h200/record_workloads.py OUT_DIR [WORKLOAD,...] [--seconds 6] [--configs light,shapes]
+  The second held-out set (data/h200_heldout2) is `gpt_small_train,resnet_small_train,lstm_lm_train`;
+  the third (data/h200_heldout3), `stream_chain,fp32_mlp_train,tiny_ops,conv_infer,llm_prefill_infer`
+  with `--configs light`.
 """
 import argparse
 import ctypes
@@ -165,8 +167,8 @@ def gpt_small_train():
     return step
 
 
-def resnet_small_train():
-    """A ResNet-18-shaped network (basic blocks) on 3x128x128 images, batch 32, fp32, SGD."""
+def _resnet18_shaped(classes):
+    """A ResNet-18-shaped network (basic blocks)."""
     class Block(nn.Module):
         def __init__(self, c_in, c_out, stride):
             super().__init__()
@@ -184,7 +186,12 @@ def resnet_small_train():
     for w, s in ((64, 1), (128, 2), (256, 2), (512, 2)):
         layers += [Block(c, w, s), Block(w, w, 1)]
         c = w
-    model = nn.Sequential(*layers, nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(512, 100)).to(DEV)
+    return nn.Sequential(*layers, nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(512, classes))
+
+
+def resnet_small_train():
+    """A ResNet-18-shaped network (basic blocks) on 3x128x128 images, batch 32, fp32, SGD."""
+    model = _resnet18_shaped(100).to(DEV)
     opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
     x = torch.randn(32, 3, 128, 128, device=DEV)
     y = torch.randint(0, 100, (32,), device=DEV)
@@ -210,10 +217,81 @@ def lstm_lm_train():
     return step
 
 
+def stream_chain():
+    """Memory-bound streaming chain: elementwise ops over 256 MiB fp32 tensors (HBM-bound, full grids)."""
+    x, y = torch.randn(1 << 26, device=DEV), torch.randn(1 << 26, device=DEV)
+    z, w = torch.empty_like(x), torch.empty_like(x)
+
+    def step():
+        torch.mul(x, 1.0001, out=z)
+        z.add_(y)
+        z.relu_()
+        torch.addcmul(y, z, x, value=1e-4, out=w)
+        torch.mul(z, 0.5, out=x)
+
+    return step
+
+
+def fp32_mlp_train():
+    """An MLP trained in fp32 with TF32 off: its GEMMs run on the CUDA cores, not the tensor cores."""
+    torch.backends.cuda.matmul.allow_tf32 = False
+    model = nn.Sequential(nn.Linear(2048, 4096), nn.ReLU(), nn.Linear(4096, 4096), nn.ReLU(),
+                          nn.Linear(4096, 2048), nn.ReLU(), nn.Linear(2048, 10)).to(DEV)
+    opt = torch.optim.SGD(model.parameters(), lr=1e-3, momentum=0.9)
+    x = torch.randn(1024, 2048, device=DEV)
+    y = torch.randint(0, 10, (1024,), device=DEV)
+    return classifier_step(model, opt, lambda: (x, y))
+
+
+def tiny_ops():
+    """Launch-bound: 300 tiny kernels per step (elementwise and reductions on 4096 elements)."""
+    x = torch.randn(4096, device=DEV)
+    w = torch.randn(4096, device=DEV)
+
+    def step():
+        h = x
+        for _ in range(60):
+            h = torch.tanh(h * w + 0.1)
+            h = h - h.mean()
+            h = h / (h.norm() + 1.0)
+        x.copy_(h)
+
+    return step
+
+
+def conv_infer():
+    """ResNet-18-shaped CNN inference, bf16, channels_last, batch 64 x 3x224x224."""
+    model = _resnet18_shaped(1000).to(DEV, torch.bfloat16, memory_format=torch.channels_last).eval()
+    x = torch.randn(64, 3, 224, 224, device=DEV, dtype=torch.bfloat16).to(memory_format=torch.channels_last)
+
+    def step():
+        with torch.no_grad():
+            model(x)
+
+    return step
+
+
+def llm_prefill_infer():
+    """Decoder transformer inference (prefill): 8 causal layers, d 2048, batch 4 x 1024 tokens, bf16."""
+    layer = nn.TransformerEncoderLayer(d_model=2048, nhead=16, dim_feedforward=8192, batch_first=True, norm_first=True)
+    model = nn.TransformerEncoder(layer, num_layers=8, enable_nested_tensor=False).to(DEV, torch.bfloat16).eval()
+    x = torch.randn(4, 1024, 2048, device=DEV, dtype=torch.bfloat16)
+    mask = nn.Transformer.generate_square_subsequent_mask(1024, device=DEV, dtype=torch.bfloat16)
+
+    def step():
+        with torch.no_grad():
+            model(x, mask=mask, is_causal=True)
+
+    return step
+
+
 WORKLOADS = {"mlp_small_train": mlp_small_train, "bert_infer": bert_infer, "cnn_dataload_train": cnn_dataload_train,
              # the second held-out set (data/h200_heldout2)
              "gpt_small_train": gpt_small_train, "resnet_small_train": resnet_small_train,
-             "lstm_lm_train": lstm_lm_train}
+             "lstm_lm_train": lstm_lm_train,
+             # the third set (data/h200_heldout3): kinds of loop the model had not met
+             "stream_chain": stream_chain, "fp32_mlp_train": fp32_mlp_train, "tiny_ops": tiny_ops,
+             "conv_infer": conv_infer, "llm_prefill_infer": llm_prefill_infer}
 
 
 # ---------------------------------------------------------------- one process: one loop, one trace
@@ -300,6 +378,8 @@ def main():
     ap.add_argument("--seconds", type=float, default=6.0, help="unprofiled measured window per process")
     ap.add_argument("--warmup-s", type=float, default=1.0, help="warm-up of the loop before it")
     ap.add_argument("--after-s", type=float, default=1.5, help="unprofiled timing after the trace")
+    ap.add_argument("--configs", default=",".join(CONFIGS),
+                    help="profiler configs to record per loop, of light,shapes (default both)")
     ap.add_argument("--one", nargs=3, metavar=("WORKLOAD", "MODE", "CONFIG"), help=argparse.SUPPRESS)
     ap.add_argument("--part", help=argparse.SUPPRESS)
     args = ap.parse_args()
@@ -316,7 +396,7 @@ def main():
     truth = {"about": "Held-out workloads recorded by bench/h200/record_workloads.py. " + protocol + ". "
                       "unprofiled_sync = per-step median, torch.cuda.synchronize() after every step; "
                       "unprofiled_async = median of (10-step chunk time / 10), one synchronize per 10 steps "
-                      "(run-ahead); both pooled over the two processes of that loop (light, shapes). "
+                      "(run-ahead); both pooled over the processes of that loop (one per profiler config: light, shapes). "
                       "traces.<loop>_<config>: the truth of that trace's own process. *_after_profiling: the "
                       "same loop timed after the trace, in the same process. Traces: PyTorch profiler, light = "
                       "record_shapes off, shapes = on, cuda sync events on. Seconds.",
@@ -331,8 +411,9 @@ def main():
     for name in args.workloads.split(","):
         t_start = time.perf_counter()
         parts = {}
+        configs = [c for c in args.configs.split(",") if c in CONFIGS]
         for mode in MODES:
-            for cfg in CONFIGS:
+            for cfg in configs:
                 part = os.path.join(args.out, f".part_{name}_{mode}_{cfg}.json")
                 subprocess.run([sys.executable, os.path.abspath(__file__), args.out, "--one", name, mode, cfg,
                                 "--part", part, "--seconds", str(args.seconds), "--warmup-s", str(args.warmup_s),
@@ -342,7 +423,7 @@ def main():
                 os.remove(part)
         rec, energy = {}, {}
         for mode in MODES:
-            both = [parts[mode, cfg] for cfg in CONFIGS]
+            both = [parts[mode, cfg] for cfg in configs]
             rec[f"unprofiled_{mode}"] = summary([t for p in both for t in p["times"]])
             rec[f"unprofiled_{mode}_after_profiling"] = summary([t for p in both for t in p["after"]])
             energy[mode] = pooled_energy(both)
