@@ -6,11 +6,13 @@ Each config is a `step` of one kernel kind at one size (a GEMM in bf16 on the te
 fp32 off them, in tf32; a device copy; a fused multiply-add on large tensors; tiny elementwise
 kernels), repeated so that a step lasts a few milliseconds. For each config, in one process:
   1. warm-up (cuBLAS selection, allocator);
-  2. the steps back to back for --seconds, with the window aligned to the NVML energy counter's
-     own updates (see measure()); the SM clock and the instantaneous power are read at each
-     update;
+  2. the steps back to back for --seconds, ~30 ms of work queued ahead so the GPU never drains,
+     while a second thread reads the NVML energy counter; the power comes from a window aligned to
+     the counter's own updates (see measure()); the SM clock and the instantaneous power are read
+     at each update;
 After all configs are measured, each is traced with the PyTorch profiler (3 active steps,
-ProfilerStep annotations), so no profiler overhead touches the measured windows.
+ProfilerStep annotations, run-ahead like the measurement), so no profiler overhead touches the
+measured windows.
 
 Writes OUT/measured.json ({config: {avg_power_w, energy_per_iter_j, iter_s, sm_mhz_median,
 sm_mhz_min, power_samples_w_median, steps, window_s, what}}) and OUT/<config>.json.gz.
@@ -28,6 +30,7 @@ import re
 import shutil
 import statistics
 import sys
+import threading
 import time
 
 import torch
@@ -36,6 +39,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from energy_check import for_torch_device  # noqa: E402
 
 DEV = torch.device("cuda", 0)
+IN_FLIGHT_S = 0.03  # work queued ahead of the GPU while the host polls NVML
 
 
 def gemm(n, dtype, tf32=False):
@@ -60,26 +64,62 @@ def fma(numel):
     return lambda: x.addcmul_(y, z)
 
 
+def matmul(m, k, n, dtype, tf32=False):
+    a = torch.randn(m, k, device=DEV, dtype=dtype)
+    b = torch.randn(k, n, device=DEV, dtype=dtype)
+
+    def one():
+        torch.backends.cuda.matmul.allow_tf32 = tf32
+        torch.matmul(a, b)
+    return one
+
+
+def op(fn, *shape, dtype=torch.float32):
+    x = torch.randn(*shape, device=DEV, dtype=dtype)
+    return lambda: fn(x)
+
+
 def tiny(numel):
     x = torch.randn(numel, device=DEV)
     return lambda: x.mul_(1.0001)
 
 
 def configs():
+    """name -> (factory of a one-kernel callable, what it is)."""
     out = {}
     for n in (256, 512, 1024, 2048, 4096, 8192):
-        out[f"gemm_bf16_{n}"] = (lambda n=n: gemm(n, torch.bfloat16), f"bf16 GEMM {n}^3 (tensor cores)", 2 * n ** 3 / 400e12)
-        out[f"gemm_fp32_{n}"] = (lambda n=n: gemm(n, torch.float32), f"fp32 GEMM {n}^3, TF32 off (no tensor cores)", 2 * n ** 3 / 40e12)
+        out[f"gemm_bf16_{n}"] = (lambda n=n: gemm(n, torch.bfloat16), f"bf16 GEMM {n}^3 (tensor cores)")
+        out[f"gemm_fp32_{n}"] = (lambda n=n: gemm(n, torch.float32), f"fp32 GEMM {n}^3, TF32 off (no tensor cores)")
     for n in (1024, 4096):
-        out[f"gemm_tf32_{n}"] = (lambda n=n: gemm(n, torch.float32, tf32=True), f"tf32 GEMM {n}^3", 2 * n ** 3 / 200e12)
+        out[f"gemm_tf32_{n}"] = (lambda n=n: gemm(n, torch.float32, tf32=True), f"tf32 GEMM {n}^3")
+    out["gemm_fp32_128x1024x1024"] = (lambda: matmul(128, 1024, 1024, torch.float32), "fp32 GEMM 128x1024 @ 1024x1024, TF32 off")
+    out["gemm_bf16_64x4096x4096"] = (lambda: matmul(64, 4096, 4096, torch.bfloat16), "bf16 GEMM 64x4096 @ 4096x4096 (decode-like)")
+    out["bmm_bf16_512x64"] = (lambda: op(lambda x: torch.bmm(x, x), 512, 64, 64, dtype=torch.bfloat16), "bf16 bmm of 512 64x64")
     for p in (14, 17, 20, 23, 26, 28):
         n = 1 << p
-        out[f"copy_2e{p}"] = (lambda n=n: copy(n), f"device copy of {n} fp32", 8 * n / 4e12)
+        out[f"copy_2e{p}"] = (lambda n=n: copy(n), f"device copy of {n} fp32")
     for p in (20, 26):
         n = 1 << p
-        out[f"fma_2e{p}"] = (lambda n=n: fma(n), f"x.addcmul_(y, z) on {n} fp32", 16 * n / 4e12)
-    out["tiny_2e10"] = (lambda: tiny(1 << 10), "x.mul_ on 1024 fp32 (launch-bound)", 4e-6)
+        out[f"fma_2e{p}"] = (lambda n=n: fma(n), f"x.addcmul_(y, z) on {n} fp32")
+    out["rowsum_8x2e22"] = (lambda: op(lambda x: x.sum(dim=1), 8, 1 << 22), "sum over rows of 8 x 2^22 fp32")
+    out["softmax_4096x4096"] = (lambda: op(lambda x: torch.softmax(x, dim=-1), 4096, 4096), "softmax of 4096 x 4096 fp32")
+    out["layernorm_8192x1024"] = (lambda: op(lambda x: torch.nn.functional.layer_norm(x, (1024,)), 8192, 1024),
+                                  "layer_norm of 8192 x 1024 fp32")
+    out["tiny_2e10"] = (lambda: tiny(1 << 10), "x.mul_ on 1024 fp32 (launch-bound)")
     return out
+
+
+def kernel_time(kernel):
+    """Seconds per call, timed with CUDA events over 20 calls after 3 untimed ones."""
+    for _ in range(3):
+        kernel()
+    a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    a.record()
+    for _ in range(20):
+        kernel()
+    b.record()
+    b.synchronize()
+    return a.elapsed_time(b) / 1e3 / 20
 
 
 def repeats(est_s):
@@ -87,37 +127,48 @@ def repeats(est_s):
     return max(1, min(400, round(3e-3 / max(est_s, 1e-6))))
 
 
-def measure(step, nvml, seconds):
-    """Steps back to back, at most two in flight (each launched while the one before runs, so the
-    GPU does not drain and the host never blocks on a full launch queue); while it waits, the host
-    polls the energy counter and notes the time of each update. The window runs from the first
-    update to the last one after `seconds`, so the counter's ~100 ms granularity does not blur
-    the power. Returns the record."""
-    updates, clocks, powers = [], [], []  # updates: (time, energy mJ, steps completed)
-    last_e, n, prev = nvml.energy_mj(), 0, None
+def measure(step, nvml, seconds, est_s):
+    """Steps back to back with about IN_FLIGHT_S of work queued ahead of the GPU (an event per
+    step; the host waits for the event `ahead` steps back), so the GPU never drains. A second
+    thread polls the NVML energy counter (ctypes releases the GIL during the call; a poll takes
+    milliseconds, so polling between launches would make the loop host-bound) and notes the time
+    of each update; the power is taken from the first to the last update of the window, so the
+    counter's ~100 ms granularity does not blur it. The step time is the whole run's (first launch
+    to the final synchronize) over its steps. Returns the record."""
+    ahead = max(2, min(200, round(IN_FLIGHT_S / max(est_s, 1e-6))))
+    updates, clocks, powers, stop = [], [], [], threading.Event()
+
+    def poll():
+        last = nvml.energy_mj()
+        while not stop.is_set():
+            e = nvml.energy_mj()
+            if e != last:
+                updates.append((time.perf_counter(), e))
+                last = e
+                clocks.append(nvml.sm_mhz())
+                powers.append(nvml.power_mw() / 1000.0)
+
+    n, events = 0, []
     t_start = time.perf_counter()
-    while True:
+    poller = threading.Thread(target=poll, daemon=True)
+    poller.start()
+    while time.perf_counter() - t_start < seconds or len(updates) < 4:
         step()
         ev = torch.cuda.Event()
         ev.record()
+        events.append(ev)
         n += 1
-        while True:  # at least one poll per step: a launch-bound step may never wait
-            e = nvml.energy_mj()
-            if e != last_e:
-                updates.append((time.perf_counter(), e, n - 2))  # step n-1 may still run
-                last_e = e
-                clocks.append(nvml.sm_mhz())
-                powers.append(nvml.power_mw() / 1000.0)
-            if prev is None or prev.query():
-                break
-        prev = ev
-        if time.perf_counter() - t_start >= seconds and len(updates) >= 3:
-            break
+        if len(events) > ahead:
+            events.pop(0).synchronize()
     torch.cuda.synchronize()
-    (t0, e0, n0), (t1, e1, n1) = updates[0], updates[-1]
-    energy, window, steps = (e1 - e0) / 1000.0, t1 - t0, max(1, n1 - n0)
-    return {"avg_power_w": energy / window, "energy_per_iter_j": energy / steps, "iter_s": window / steps,
-            "steps": steps, "window_s": window, "counter_updates": len(updates) - 1,
+    t_end = time.perf_counter()
+    stop.set()
+    poller.join()
+    (t0, e0), (t1, e1) = updates[1], updates[-1]  # the first update can fall in the ramp
+    power = (e1 - e0) / 1000.0 / (t1 - t0)
+    iter_s = (t_end - t_start) / n
+    return {"avg_power_w": power, "energy_per_iter_j": power * iter_s, "iter_s": iter_s, "steps": n,
+            "window_s": t1 - t0, "counter_updates": len(updates) - 2, "in_flight_steps": ahead,
             "sm_mhz_median": statistics.median(clocks), "sm_mhz_min": min(clocks),
             "power_samples_w_median": statistics.median(powers)}
 
@@ -126,10 +177,10 @@ def trace(step, path):
     from torch.profiler import ProfilerActivity, profile, schedule
     with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA],
                  schedule=schedule(wait=1, warmup=1, active=3, repeat=1)) as prof:
-        for _ in range(5):
+        for _ in range(5):  # run-ahead, as measured: no synchronize between steps
             step()
-            torch.cuda.synchronize()
             prof.step()
+        torch.cuda.synchronize()
     raw = path[:-3]
     prof.export_chrome_trace(raw)
     with open(raw, "rb") as src, gzip.open(path, "wb", compresslevel=6) as dst:
@@ -166,10 +217,11 @@ def main():
     print(f"idle {result['idle']['avg_power_w']:.1f} W", file=sys.stderr, flush=True)
 
     steps = {}
-    for name, (make, what, est) in configs().items():
+    for name, (make, what) in configs().items():
         if not re.search(args.only, name):
             continue
         kernel = make()
+        est = kernel_time(kernel)
         r = repeats(est)
 
         def step(kernel=kernel, r=r):
@@ -179,7 +231,7 @@ def main():
         while time.perf_counter() - t < args.warmup_s:
             step()
         torch.cuda.synchronize()
-        rec = measure(step, nvml, args.seconds)
+        rec = measure(step, nvml, args.seconds, est * r)
         rec.update({"what": what, "repeats": r})
         result["configs"][name] = rec
         steps[name] = step

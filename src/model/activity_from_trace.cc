@@ -8,7 +8,7 @@
 
 namespace emo::model {
 
-Result<ActivityProfile> ActivityFromTrace(const trace::Trace& trace) {
+Result<ActivityProfile> ActivityFromTrace(const trace::Trace& trace, const DeviceModel& device) {
   const trace::CpuEventTable& cpu = trace.cpu;
   const trace::GpuOpTable& gpu = trace.gpu;
   if (gpu.size() == 0) return InvalidArgument(trace.meta.source_path + ": no GPU operations");
@@ -35,16 +35,25 @@ Result<ActivityProfile> ActivityFromTrace(const trace::Trace& trace) {
 
   std::vector<ClassInterval> ops;
   ops.reserve(gpu.size());
-  std::unordered_map<uint32_t, KernelClass> class_of_name;  // names repeat: classify once
+  struct NameInfo {
+    KernelClass cls;
+    bool cuda_core_gemm;
+  };
+  std::unordered_map<uint32_t, NameInfo> by_name;  // names repeat: classify once
   for (size_t i = 0; i < gpu.size(); ++i) {
     if (!steps.empty()) {
       auto it = launch_time.find(gpu.correlation[i]);
       if (it == launch_time.end() || !in_step(it->second)) continue;
     }
-    const uint32_t key = gpu.name[i].value();
-    auto [cls, inserted] = class_of_name.try_emplace(key, KernelClass::kOther);
-    if (inserted) cls->second = Classify(trace.Name(gpu.name[i]));
-    ops.push_back(ClassInterval{gpu.start[i], gpu.end[i], cls->second});
+    auto [info, inserted] = by_name.try_emplace(gpu.name[i].value(), NameInfo{KernelClass::kOther, false});
+    if (inserted) {
+      const std::string_view name = trace.Name(gpu.name[i]);
+      info->second = {Classify(name), IsCudaCoreGemm(name)};
+    }
+    const trace::LaunchConfig& l = gpu.launch[i];
+    ops.push_back(ClassInterval{gpu.start[i], gpu.end[i], info->second.cls,
+                                device.KernelShare(trace::Blocks(l), trace::Threads(l),
+                                                   NsToS(gpu.end[i] - gpu.start[i]), info->second.cuda_core_gemm)});
   }
   if (ops.empty()) {
     return InvalidArgument(trace.meta.source_path +

@@ -200,6 +200,23 @@ Result<DeviceModel> ParseDevice(const json& j, const std::string& path) {
   EMO_RETURN_IF_ERROR(reader.Number(j, "switch_latency_us", "switch_latency_us", v, /*required=*/false));
   if (v < 0) return ParseError(fmt::format("{}: switch_latency_us is negative ({})", path, v));
   dev.switch_latency_us = v;
+  // Occupancy numbers (KernelShare in device.h), each optional: absent, it leaves its default.
+  auto occupancy = [&](const char* key, double& out) -> Status {
+    double x = out;
+    EMO_RETURN_IF_ERROR(reader.Number(j, key, key, x, /*required=*/false));
+    if (x < 0) return ParseError(fmt::format("{}: {} is negative ({})", path, key, x));
+    out = x;
+    return Status::Ok();
+  };
+  double sm_count = 0;
+  EMO_RETURN_IF_ERROR(occupancy("sm_count", sm_count));
+  if (sm_count != std::floor(sm_count)) {
+    return ParseError(fmt::format("{}: sm_count is not a whole number ({})", path, sm_count));
+  }
+  dev.sm_count = static_cast<int>(sm_count);
+  EMO_RETURN_IF_ERROR(occupancy("saturation_warps", dev.saturation_warps));
+  EMO_RETURN_IF_ERROR(occupancy("kernel_ramp_us", dev.kernel_ramp_us));
+  EMO_RETURN_IF_ERROR(occupancy("cuda_core_gemm_share", dev.cuda_core_gemm_share));
   EMO_RETURN_IF_ERROR(reader.Number(j, "static_power_w", "static_power_w", v));
   dev.params.static_power = Watts(v);
   EMO_ASSIGN_OR_RETURN(const JsonField voltage, doc.Get("voltage"));
@@ -349,6 +366,23 @@ Result<DeviceModel> FindDevice(const std::string& name_or_path, const std::strin
   }
   return NotFound(fmt::format("no device model '{}' in {} (known: {})", name_or_path, dir,
                               known.empty() ? "none" : known));
+}
+
+double DeviceModel::KernelShare(int64_t blocks, int64_t threads_per_block, double duration_s,
+                                bool cuda_core_gemm) const {
+  double share = cuda_core_gemm ? cuda_core_gemm_share : 1.0;
+  if (blocks > 0 && sm_count > 0) {
+    const double covered = std::min<double>(static_cast<double>(blocks), sm_count);
+    share *= covered / sm_count;
+    if (threads_per_block > 0 && saturation_warps > 0) {
+      // Blocks spread over the covered SMs; a warp is 32 threads; an SM holds at most 64 warps.
+      const double blocks_per_sm = std::ceil(static_cast<double>(blocks) / covered);
+      const double warps = std::min(64.0, blocks_per_sm * std::ceil(static_cast<double>(threads_per_block) / 32.0));
+      share *= std::min(1.0, warps / saturation_warps);
+    }
+  }
+  if (duration_s > 0 && kernel_ramp_us > 0) share *= duration_s / (duration_s + kernel_ramp_us * 1e-6);
+  return share;
 }
 
 }  // namespace emo::model

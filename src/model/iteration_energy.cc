@@ -52,8 +52,12 @@ ActivityProfile ProfileFromIntervals(std::span<const ClassInterval> ops, int ite
   };
   std::vector<Edge> edges;
   edges.reserve(2 * ops.size());
+  std::array<double, kNumKernelClasses> class_time{}, class_active{};
   for (const ClassInterval& op : ops) {
     if (op.end <= op.start) continue;
+    const auto c = static_cast<size_t>(op.cls);
+    class_time[c] += static_cast<double>(op.end - op.start);
+    class_active[c] += static_cast<double>(op.end - op.start) * std::clamp(op.share, 0.0, 1.0);
     edges.push_back({op.start, +1, static_cast<int>(op.cls)});
     edges.push_back({op.end, -1, static_cast<int>(op.cls)});
   }
@@ -72,6 +76,9 @@ ActivityProfile ProfileFromIntervals(std::span<const ClassInterval> ops, int ite
     last = e.t;
   }
   for (double& b : p.busy_s) b /= p.iterations;
+  for (size_t c = 0; c < class_time.size(); ++c) {
+    if (class_time[c] > 0) p.share[c] = class_active[c] / class_time[c];
+  }
   return p;
 }
 
@@ -95,20 +102,25 @@ IterationEnergy PredictIterationEnergy(const DeviceModel& device, const Activity
   // limiter averages over ~1 s, so kernels of a few ms run at the locked clock; the cap applies
   // to the iteration's average below.
   const Watts idle = device.IdlePower(f);
-  std::array<double, kNumKernelClasses> above_idle{};
+  std::array<double, kNumKernelClasses> full{}, above_idle{};
   for (int c = 0; c < kNumKernelClasses; ++c) {
     const ClassPrior& prior = device.Prior(static_cast<KernelClass>(c));
     const double p = device.params.static_power.value() +
                      prior.activity * device.params.voltage.DynamicFactor(f);
-    above_idle[static_cast<size_t>(c)] = std::max(0.0, p - idle.value());
+    full[static_cast<size_t>(c)] = std::max(0.0, p - idle.value());
+    above_idle[static_cast<size_t>(c)] = full[static_cast<size_t>(c)] * profile.share[static_cast<size_t>(c)];
   }
+  // Concurrent kernels share the SMs: their powers add, up to the GPU full of the hungriest of
+  // their classes.
   double dynamic_j = 0.0;
   for (int m = 1; m < kNumClassMasks; ++m) {
-    double w = 0.0;
+    double w = 0.0, most = 0.0;
     for (int c = 0; c < kNumKernelClasses; ++c) {
-      if (m & (1 << c)) w += above_idle[static_cast<size_t>(c)];
+      if (!(m & (1 << c))) continue;
+      w += above_idle[static_cast<size_t>(c)];
+      most = std::max(most, full[static_cast<size_t>(c)]);
     }
-    dynamic_j += busy[static_cast<size_t>(m)] * w;
+    dynamic_j += busy[static_cast<size_t>(m)] * std::min(w, most);
   }
   const double demand_j = idle.value() * step_s + activity_scale * dynamic_j;
   const double cap_j = device.cap_power.value() * step_s;

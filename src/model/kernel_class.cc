@@ -250,4 +250,12 @@ KernelKind ClassifyKind(std::string_view name) {
 
 KernelClass Classify(std::string_view name) { return ClassOf(ClassifyKind(name)); }
 
+bool IsCudaCoreGemm(std::string_view name) {
+  // TF32 variants say "tf32f32"; the fp32-only ones "f32f32_f32f32_f32".
+  for (std::string_view w : {"sgemm", "simt", "f32f32_f32f32_f32"}) {
+    if (name.find(w) != std::string_view::npos) return Classify(name) == KernelClass::kCompute;
+  }
+  return false;
+}
+
 }  // namespace emo::model

@@ -8,6 +8,11 @@ namespace emo::model {
 
 double ClassTimes::Total() const { return std::accumulate(busy_s.begin(), busy_s.end(), 0.0); }
 
+void ClassTimes::Add(KernelClass c, double s, double share) {
+  busy_s[static_cast<size_t>(c)] += s;
+  active_s[static_cast<size_t>(c)] += s * share;
+}
+
 UnitModel PackUnitModel(const DeviceModel& device, const ClassTimes& times,
                         MegaHertz measured_clock) {
   UnitModel unit;
@@ -20,11 +25,13 @@ UnitModel PackUnitModel(const DeviceModel& device, const ClassTimes& times,
   double activity = 0.0;
   for (int c = 0; c < kNumKernelClasses; ++c) {
     const double t = times.busy_s[static_cast<size_t>(c)];
+    if (t <= 0.0) continue;
     const ClassPrior& prior = device.Prior(static_cast<KernelClass>(c));
     unit.t_mem_s += t * (1.0 - prior.comp_share);
     unit.t_comp_s += t * prior.comp_share * to_f_max;
-    activity +=
-        (t / total) * (idle_activity + device.activity_scale * (prior.activity - idle_activity));
+    const double share = std::clamp(times.active_s[static_cast<size_t>(c)] / t, 0.0, 1.0);
+    activity += (t / total) *
+                (idle_activity + device.activity_scale * share * (prior.activity - idle_activity));
   }
   unit.activity = std::max(0.0, activity);
   if (measured_clock < device.default_clock) unit.f_cap = measured_clock;
@@ -50,6 +57,7 @@ std::vector<ClockOption> PackClockOptions(const DeviceModel& device, const Class
     if (times.busy_s[c] <= 0.0) continue;
     ClassTimes one;
     one.busy_s[c] = times.busy_s[c];
+    one.active_s[c] = times.active_s[c];
     const auto options = ClockOptions(device, PackUnitModel(device, one, measured_clock));
     for (size_t i = 0; i < out.size(); ++i) {
       out[i].time_s += options[i].time_s;
@@ -64,7 +72,7 @@ std::vector<std::array<double, kNumKernelClasses>> ClassTimeRatios(const DeviceM
   std::vector<std::array<double, kNumKernelClasses>> out(device.clocks.size());
   for (size_t c = 0; c < kNumKernelClasses; ++c) {
     ClassTimes one;
-    one.busy_s[c] = 1.0;
+    one.Add(static_cast<KernelClass>(c), 1.0);
     const UnitModel unit = PackUnitModel(device, one, measured_clock);
     const double at_default = UnitTime(device.params, unit, measured_clock);
     for (size_t i = 0; i < device.clocks.size(); ++i) out[i][c] = UnitTime(device.params, unit, device.clocks[i]) / at_default;

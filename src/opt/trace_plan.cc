@@ -211,8 +211,13 @@ std::vector<PackModel> BuildModels(const Basis& b, const std::vector<packing::Pa
     model::ClassTimes times;
     auto& m = models[p];
     for (auto v : packs[p].ops) {
-      const auto cls = model::Classify(t.Name(t.gpu.name[n.ref[v.value()]]));
-      times.busy_s[static_cast<size_t>(cls)] += NsToS(a.durations[v.value()]);
+      const uint32_t op = n.ref[v.value()];
+      const std::string_view name = t.Name(t.gpu.name[op]);
+      const auto cls = model::Classify(name);
+      const double s = NsToS(a.durations[v.value()]);
+      times.Add(cls, s,
+                device.KernelShare(trace::Blocks(t.gpu.launch[op]), trace::Threads(t.gpu.launch[op]), s,
+                                   model::IsCudaCoreGemm(name)));
       m.op_class.push_back(static_cast<uint8_t>(cls));
     }
     m.options = model::PackClockOptions(device, times, b.measured_clock);

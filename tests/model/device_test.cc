@@ -301,5 +301,55 @@ TEST(DeviceFileTest, MalformedFileOnDiskNamesTheFile) {
   std::filesystem::remove_all(dir);
 }
 
+// A kernel's share of its class's full-GPU power: SMs covered, warps per covered SM, its ramp, and
+// the CUDA-core GEMMs' share; every factor 1 while its numbers are unknown.
+TEST(DeviceTest, KernelShareFromLaunchConfigAndDuration) {
+  DeviceModel d;
+  EXPECT_DOUBLE_EQ(d.KernelShare(4, 128, 1e-6), 1.0);  // nothing known
+  d.sm_count = 132;
+  EXPECT_DOUBLE_EQ(d.KernelShare(66, 128, 1e-3), 0.5);
+  EXPECT_DOUBLE_EQ(d.KernelShare(1000, 128, 1e-3), 1.0);
+  EXPECT_DOUBLE_EQ(d.KernelShare(0, 0, 1e-3), 1.0);  // a copy or memset
+  d.saturation_warps = 8;
+  EXPECT_DOUBLE_EQ(d.KernelShare(132, 64, 1e-3), 0.25);   // one 2-warp block per SM
+  EXPECT_DOUBLE_EQ(d.KernelShare(264, 64, 1e-3), 0.5);    // two of them
+  EXPECT_DOUBLE_EQ(d.KernelShare(33, 1024, 1e-3), 0.25);  // a quarter of the SMs, full
+  d.saturation_warps = 0;
+  d.kernel_ramp_us = 5;
+  EXPECT_DOUBLE_EQ(d.KernelShare(132, 128, 5e-6), 0.5);
+  d.cuda_core_gemm_share = 0.8;
+  EXPECT_DOUBLE_EQ(d.KernelShare(132, 128, 5e-6, /*cuda_core_gemm=*/true), 0.4);
+  EXPECT_DOUBLE_EQ(d.KernelShare(132, 128, 5e-6, /*cuda_core_gemm=*/false), 0.5);
+}
+
+TEST(DeviceTest, OccupancyNumbersAreReadAndChecked) {
+  json j = H200Json();
+  j["sm_count"] = {{"value", 132}, {"source", "test"}};
+  j["saturation_warps"] = {{"value", 8}, {"source", "test"}};
+  j["kernel_ramp_us"] = {{"value", 6}, {"source", "test"}};
+  j["cuda_core_gemm_share"] = {{"value", 0.8}, {"source", "test"}};
+  Result<DeviceModel> d = ParseDevice(j, "devices/t.json");
+  ASSERT_TRUE(d.ok()) << d.status().ToString();
+  EXPECT_EQ(d->sm_count, 132);
+  EXPECT_EQ(d->saturation_warps, 8);
+  EXPECT_EQ(d->kernel_ramp_us, 6);
+  EXPECT_EQ(d->cuda_core_gemm_share, 0.8);
+  EXPECT_EQ(d->provenance.at("kernel_ramp_us").source, "test");
+  j["sm_count"]["value"] = 131.5;
+  Result<DeviceModel> bad = ParseDevice(j, "devices/t.json");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("devices/t.json: sm_count is not a whole number"), std::string::npos)
+      << bad.status().message();
+  j["sm_count"]["value"] = 132;
+  j["kernel_ramp_us"]["value"] = -1;
+  bad = ParseDevice(j, "devices/t.json");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("kernel_ramp_us is negative"), std::string::npos) << bad.status().message();
+  // Absent, they leave every kernel at its class's power.
+  Result<DeviceModel> plain = ParseDevice(H200Json(), "devices/h200.json");
+  ASSERT_TRUE(plain.ok());
+  EXPECT_DOUBLE_EQ(plain->KernelShare(1, 32, 1e-6, true), 1.0);
+}
+
 }  // namespace
 }  // namespace emo::model

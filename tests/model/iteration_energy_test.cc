@@ -53,6 +53,45 @@ TEST(IterationEnergyTest, IdlePlusClassPowerAboveIdle) {
   EXPECT_NEAR(e.idle_s, 0.020, 1e-12);
 }
 
+// Each class's power above idle is scaled by the time-weighted share of its ops (KernelShare).
+TEST(IterationEnergyTest, ClassPowerFollowsItsOpsShare) {
+  DeviceModel d = H200();
+  std::vector<ClassInterval> ops = {{0, 4'000'000, KernelClass::kMemory, 1.0},
+                                    {4'000'000, 10'000'000, KernelClass::kMemory, 0.5}};
+  ActivityProfile p = ProfileFromIntervals(ops, 1);
+  EXPECT_NEAR(p.share[static_cast<size_t>(KernelClass::kMemory)], (4 * 1.0 + 6 * 0.5) / 10, 1e-12);
+  EXPECT_EQ(p.share[static_cast<size_t>(KernelClass::kCompute)], 1.0);  // no ops: unknown
+  ActivityProfile full = p;
+  full.share.fill(1.0);
+  const MegaHertz f = d.default_clock;
+  const double idle_j = d.idle_power.value() * 0.030;
+  const double e = PredictIterationEnergy(d, p, 0.030, 1.0, f).energy_j;
+  const double e_full = PredictIterationEnergy(d, full, 0.030, 1.0, f).energy_j;
+  EXPECT_NEAR(e - idle_j, 0.7 * (e_full - idle_j), 1e-9);
+}
+
+// Kernels that overlap share the SMs: their powers above idle add, but not beyond the GPU full of
+// the hungriest of their classes.
+TEST(IterationEnergyTest, ConcurrentClassesAddUpToTheHungriestFullGpu) {
+  DeviceModel d = H200();
+  const MegaHertz f = d.default_clock;
+  auto above = [&](KernelClass c) {
+    return std::max(0.0, d.params.static_power.value() +
+                             d.Prior(c).activity * d.params.voltage.DynamicFactor(f) - d.idle_power.value());
+  };
+  ActivityProfile both;
+  both.iterations = 1;
+  both.busy_s[kCompute | kMemory] = 0.010;  // a GEMM and a copy together, all the time
+  const double idle_j = d.idle_power.value() * 0.030;
+  const double most = std::max(above(KernelClass::kCompute), above(KernelClass::kMemory));
+  EXPECT_NEAR(PredictIterationEnergy(d, both, 0.030, 1.0, f).energy_j, idle_j + most * 0.010, 1e-9);
+  // Two kernels each on a fifth of the GPU add up.
+  both.share[static_cast<size_t>(KernelClass::kCompute)] = 0.2;
+  both.share[static_cast<size_t>(KernelClass::kMemory)] = 0.2;
+  EXPECT_NEAR(PredictIterationEnergy(d, both, 0.030, 1.0, f).energy_j,
+              idle_j + 0.2 * (above(KernelClass::kCompute) + above(KernelClass::kMemory)) * 0.010, 1e-9);
+}
+
 TEST(IterationEnergyTest, AverageAboveTheCapIsCapped) {
   DeviceModel d = H200();
   ActivityProfile p;
@@ -140,7 +179,7 @@ TEST(IterationEnergyTest, H200LeaveOneWorkloadOutWithinTenPercent) {
   for (const MeasuredIteration& m : *measured) {
     Result<trace::Trace> t = trace::ReadTrace(::SharedPath("traces/h200/" + m.name + ".json.gz"));
     ASSERT_TRUE(t.ok()) << t.status().ToString();
-    Result<ActivityProfile> p = ActivityFromTrace(*t);
+    Result<ActivityProfile> p = ActivityFromTrace(*t, d);
     ASSERT_TRUE(p.ok()) << p.status().ToString();
     EXPECT_GE(p->iterations, 3) << m.name;
     samples.push_back(EnergySample{m.name, WorkloadGroup(m.name), *p, m.step_s, m.energy_j});

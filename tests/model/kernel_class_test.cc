@@ -207,4 +207,21 @@ TEST(KernelClassTest, ClassNamesRoundTrip) {
 }
 
 }  // namespace
+// GEMMs on the CUDA cores (fp32 without TF32) by name; tensor-core and TF32 ones are not, nor
+// non-compute kernels whose names happen to contain the words.
+TEST(KernelClassTest, CudaCoreGemmsByName) {
+  for (const char* n : {"sm80_xmma_gemm_f32f32_f32f32_f32_nn_n_tilesize128x128x8_stage3_warpsize2x2x1_ffma",
+                        "void cutlass::Kernel2<cutlass_80_simt_sgemm_128x64_8x5_nn_align1>(Params)",
+                        "ampere_sgemm_128x64_nn"}) {
+    EXPECT_TRUE(IsCudaCoreGemm(n)) << n;
+  }
+  for (const char* n : {"sm90_xmma_gemm_f32f32_tf32f32_f32_nn_n_tilesize64x64x32_warpgroupsize1x1x1",
+                        "nvjet_sm90_tst_128x64_64x8_1x2_h_bz_NNT",
+                        "void cutlass::Kernel2<cutlass_80_tensorop_s1688gemm_64x64_32x6_nn_align4>(Params)",
+                        "void at::native::vectorized_elementwise_kernel<4, at::native::CUDAFunctor_add<float>>",
+                        "Memcpy DtoD (Device -> Device)"}) {
+    EXPECT_FALSE(IsCudaCoreGemm(n)) << n;
+  }
+}
+
 }  // namespace emo::model

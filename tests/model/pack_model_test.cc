@@ -26,8 +26,8 @@ TEST(PackModelTest, SplitsTimeByClassPriors) {
   Result<DeviceModel> d = FindDevice("h200", testing::SourceDir() + "/devices");
   ASSERT_TRUE(d.ok()) << d.status().ToString();
   ClassTimes t;
-  t.busy_s[static_cast<size_t>(KernelClass::kCompute)] = 0.010;
-  t.busy_s[static_cast<size_t>(KernelClass::kMemory)] = 0.010;
+  t.Add(KernelClass::kCompute, 0.010);
+  t.Add(KernelClass::kMemory, 0.010);
   UnitModel u = PackUnitModel(*d, t, d->default_clock);
   const double sc = d->Prior(KernelClass::kCompute).comp_share;
   const double sm = d->Prior(KernelClass::kMemory).comp_share;
@@ -60,11 +60,14 @@ TEST(PackModelTest, PackOptionsAreAdditive) {
   Result<DeviceModel> d = FindDevice("h200", testing::SourceDir() + "/devices");
   ASSERT_TRUE(d.ok()) << d.status().ToString();
   ClassTimes a, b, both;
-  a.busy_s[static_cast<size_t>(KernelClass::kCompute)] = 0.012;
-  a.busy_s[static_cast<size_t>(KernelClass::kMemory)] = 0.002;
-  b.busy_s[static_cast<size_t>(KernelClass::kMemory)] = 0.009;
-  b.busy_s[static_cast<size_t>(KernelClass::kCompute)] = 0.001;
-  for (size_t c = 0; c < both.busy_s.size(); ++c) both.busy_s[c] = a.busy_s[c] + b.busy_s[c];
+  a.Add(KernelClass::kCompute, 0.012);
+  a.Add(KernelClass::kMemory, 0.002, 0.5);
+  b.Add(KernelClass::kMemory, 0.009);
+  b.Add(KernelClass::kCompute, 0.001, 0.25);
+  for (size_t c = 0; c < both.busy_s.size(); ++c) {
+    both.busy_s[c] = a.busy_s[c] + b.busy_s[c];
+    both.active_s[c] = a.active_s[c] + b.active_s[c];
+  }
   const auto oa = PackClockOptions(*d, a, d->default_clock), ob = PackClockOptions(*d, b, d->default_clock);
   const auto o = PackClockOptions(*d, both, d->default_clock);
   ASSERT_EQ(o.size(), d->clocks.size());
@@ -81,6 +84,27 @@ TEST(PackModelTest, PackOptionsAreAdditive) {
   double drift = 0;
   for (size_t i = 0; i < o.size(); ++i) drift = std::max(drift, std::abs(mixed[i].energy_j / o[i].energy_j - 1));
   EXPECT_GT(drift, 1e-3);
+}
+
+// A class's power above idle scales with the share of the GPU its kernels keep busy: half the
+// share, half the power above idle; the time does not change.
+TEST(PackModelTest, KernelShareScalesThePowerAboveIdle) {
+  Result<DeviceModel> d = FindDevice("h200", testing::SourceDir() + "/devices");
+  ASSERT_TRUE(d.ok()) << d.status().ToString();
+  ClassTimes full, half, none;
+  full.Add(KernelClass::kCompute, 0.010);
+  half.Add(KernelClass::kCompute, 0.010, 0.5);
+  none.Add(KernelClass::kCompute, 0.010, 0.0);
+  const auto f = PackClockOptions(*d, full, d->default_clock);
+  const auto h = PackClockOptions(*d, half, d->default_clock);
+  const auto n = PackClockOptions(*d, none, d->default_clock);
+  for (size_t i = 0; i < f.size(); ++i) {
+    EXPECT_DOUBLE_EQ(h[i].time_s, f[i].time_s);
+    EXPECT_NEAR(h[i].energy_j - n[i].energy_j, 0.5 * (f[i].energy_j - n[i].energy_j), 1e-12);
+  }
+  // At the default clock, no share is the idle power over the busy time.
+  const size_t top = f.size() - 1;
+  EXPECT_NEAR(n[top].energy_j, d->IdlePower(d->default_clock).value() * 0.010, 1e-9);
 }
 
 }  // namespace

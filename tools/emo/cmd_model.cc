@@ -379,7 +379,7 @@ int RunCalibrate(const CalibrateArgs& args) {
       // Calibrating a model on another GPU's energy would write wrong numbers into its file.
       return Fail("model calibrate", InvalidArgument(fmt::format("{}: {}", path, check.message)));
     }
-    Result<model::ActivityProfile> p = model::ActivityFromTrace(*t);
+    Result<model::ActivityProfile> p = model::ActivityFromTrace(*t, *device);
     if (!p.ok()) return Fail("model calibrate", p.status());
     model::EnergySample s{name, model::WorkloadGroup(name), *p, m.step_s, m.energy_j};
     json busy = json::object();

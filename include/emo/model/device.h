@@ -47,6 +47,15 @@ struct DeviceModel {
   Watts idle_power_min_clock{0.0};  // idle at the lowest clock (0 when unknown)
   // Time from a clock-lock call until the new clock holds (µs); 0 when the file has none.
   double switch_latency_us = 0.0;
+  // Occupancy (see KernelShare): streaming multiprocessors (0: unknown, every kernel fills the
+  // GPU), resident warps per SM at which a kernel's SMs draw their full power (0: any), and the
+  // time a kernel takes to reach full power (0: at once).
+  int sm_count = 0;
+  double saturation_warps = 0.0;
+  double kernel_ramp_us = 0.0;
+  // Power above idle of a CUDA-core GEMM (IsCudaCoreGemm) over that of a tensor-core one, both
+  // filling the GPU: the compute class's power is the tensor cores'. 1 when the file has none.
+  double cuda_core_gemm_share = 1.0;
   std::array<ClassPrior, kNumKernelClasses> classes{};
   // Scale of the class powers above idle calibrated on measured iteration energies (see
   // iteration_energy.h); 1 when the file has none.
@@ -61,6 +70,12 @@ struct DeviceModel {
   Watts IdlePower(MegaHertz f) const;
   // The table clock nearest to f.
   MegaHertz NearestClock(MegaHertz f) const;
+  // The share of its class's full-GPU power above idle that a kernel draws, from its launch
+  // configuration and duration: (SMs it covers / sm_count) x min(1, resident warps per covered
+  // SM / saturation_warps) x d / (d + kernel_ramp), times cuda_core_gemm_share for a CUDA-core
+  // GEMM. Each factor is 1 when its numbers are unknown (0), as for copies and memsets (blocks 0).
+  double KernelShare(int64_t blocks, int64_t threads_per_block, double duration_s,
+                     bool cuda_core_gemm = false) const;
 };
 
 // Whether a trace was recorded on the GPU a device model describes.

@@ -6,9 +6,12 @@
 // classes at every moment. With P_idle(f) the device's idle power and D_k(f) = P_k(f) - P_idle(f)
 // the power a class-k kernel draws above idle when it runs alone (P_k from the device's class
 // prior: P_static + c_k f_eff V(f_eff)^2),
-//   E_demand = P_idle(f) * T + a * sum over segments s of dur_s * sum_{k active in s} D_k(f)
-// where `a` (activity scale) calibrates the probe-measured class powers to real workloads.
-// Concurrent classes add their power above idle. The firmware's power limiter acts on a window
+//   E_demand = P_idle(f) * T + a * sum over segments s of dur_s * W_s(f),
+//   W_s = min(sum_{k active in s} u_k D_k(f), max_{k active in s} D_k(f))
+// where `a` (activity scale) calibrates the class powers to real workloads and u_k is the
+// time-weighted KernelShare of class k's ops (device.h: SMs covered, ramp; 1 when the device file
+// has no occupancy numbers). Concurrent classes share the SMs: their powers above idle add, up to
+// the GPU full of the hungriest of them. The firmware's power limiter acts on a window
 // of about a second, far longer than an iteration, so it caps the iteration's average power, not
 // each kernel's: E = min(E_demand, P_cap * T), and an iteration whose demand exceeds P_cap is
 // reported as capped (its clock is throttled; its measured T already contains the slowdown).
@@ -37,6 +40,13 @@ inline constexpr int kNumClassMasks = 1 << kNumKernelClasses;
 struct ActivityProfile {
   int iterations = 0;                           // iterations the trace covered
   std::array<double, kNumClassMasks> busy_s{};  // per iteration; busy_s[0] is unused
+  // Per class, the time-weighted mean KernelShare (device.h) of its ops: its power above idle is
+  // the full-GPU class power times this.
+  std::array<double, kNumKernelClasses> share = [] {
+    std::array<double, kNumKernelClasses> a{};
+    a.fill(1.0);
+    return a;
+  }();
   double Busy() const;                          // union of all GPU work per iteration (s)
   double ClassBusy(KernelClass c) const;        // time class c is active per iteration (s)
 };
@@ -46,6 +56,7 @@ struct ClassInterval {
   TimeNs start = 0;
   TimeNs end = 0;
   KernelClass cls = KernelClass::kOther;
+  double share = 1.0;  // KernelShare of the op
 };
 
 // Sweeps the intervals (any order, overlaps allowed) and divides by `iterations`.
@@ -55,7 +66,8 @@ ActivityProfile ProfileFromIntervals(std::span<const ClassInterval> ops, int ite
 // ProfilerStep#N annotation, classified by name, divided by the number of such steps. Ops are
 // attributed by launch time because a run-ahead CPU launches step N+1's kernels while step N's
 // still run. A trace without ProfilerStep annotations counts as one iteration of all its ops.
-Result<ActivityProfile> ActivityFromTrace(const trace::Trace& trace);
+// Each op's KernelShare comes from `device` (its launch configuration and duration).
+Result<ActivityProfile> ActivityFromTrace(const trace::Trace& trace, const DeviceModel& device);
 
 // The prediction for one iteration.
 struct IterationEnergy {

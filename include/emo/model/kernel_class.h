@@ -51,4 +51,8 @@ KernelKind ClassifyKind(std::string_view name);
 // The class of a GPU operation from its name: ClassOf(ClassifyKind(name)).
 KernelClass Classify(std::string_view name);
 
+// A compute kernel that multiplies on the CUDA cores, not the tensor cores (fp32 without TF32:
+// cuBLAS/CUTLASS SIMT sgemm, xmma f32f32_f32f32_f32, cuDNN's implicit sgemm convolutions).
+bool IsCudaCoreGemm(std::string_view name);
+
 }  // namespace emo::model

@@ -17,7 +17,12 @@ namespace emo::model {
 // A pack's GPU busy time per kernel class (s), as measured.
 struct ClassTimes {
   std::array<double, kNumKernelClasses> busy_s{};
+  // Busy time weighted by each op's KernelShare (device.h): a class's power above idle is its
+  // full-GPU power times active_s / busy_s.
+  std::array<double, kNumKernelClasses> active_s{};
   double Total() const;
+  // Adds `s` seconds of class c drawing `share` of the class's full-GPU power above idle.
+  void Add(KernelClass c, double s, double share = 1.0);
 };
 
 // The UnitModel of a pack whose busy times were measured with the GPU running at

@@ -86,6 +86,9 @@ struct LaunchConfig {
   int32_t registers_per_thread = 0;
   int32_t shared_memory = 0;
 };
+// Thread blocks and threads per block of a launch (0 when unknown).
+inline int64_t Blocks(const LaunchConfig& l) { return int64_t{l.grid[0]} * l.grid[1] * l.grid[2]; }
+inline int64_t Threads(const LaunchConfig& l) { return int64_t{l.block[0]} * l.block[1] * l.block[2]; }
 
 // GPU operations (kernels, memcpys, memsets), columnar.
 struct GpuOpTable {
