@@ -441,43 +441,37 @@ Result<PackingPlan> PlanPacking(const Basis& b, std::vector<packing::Pack> packs
   return out;
 }
 
-}  // namespace
-
-Result<TracePlan> PlanTrace(const analysis::TraceAnalysis& a, const model::DeviceModel& device,
-                            const TracePlanOptions& options) {
-  const auto t0 = std::chrono::steady_clock::now();
-  EMO_RETURN_IF_ERROR(analysis::CheckIterationLength(a, "a clock plan"));
+// The plan's header: the device and the packing options it was made with.
+TracePlan EmptyPlan(const model::DeviceModel& device, const TracePlanOptions& options) {
   TracePlan plan;
   plan.device = device.name;
   plan.model_source = device.path;
   plan.min_pack_ns = options.packing.min_pack_ns;
   plan.min_pack_source = options.min_pack_source;
   plan.switch_latency_ns = options.switch_latency_ns;
-  const packing::PackingInput input =
-      packing::InputOf(a, [](std::string_view name) { return static_cast<uint8_t>(model::Classify(name)); });
-  auto packs = packing::MakePacks(packing::PackingKind::kTimeWindow, input, options.packing);
-  if (packs.empty()) {
-    return InvalidArgument(fmt::format("{}: the steady iteration has no GPU ops to plan", a.trace->meta.source_path));
-  }
-  plan.throttle_clock = ThrottledClock(a, device, packs);
-  const Basis basis(a, device, plan.throttle_clock, options.switch_latency_ns);
-  std::vector<PackModel> models = BuildModels(basis, packs);
-  Evaluator ev(basis, packs, models);
+  return plan;
+}
+
+// The baseline (every pack at the default clock), the model's power before the limiter, the
+// latency target and the best single static clock meeting it, scored on the time-window `packs`.
+// Returns the static clock's option index.
+size_t ScoreDefaults(const Basis& basis, const std::vector<packing::Pack>& packs, const std::vector<PackModel>& models,
+                     const TracePlanOptions& options, TracePlan& plan) {
+  const auto& device = basis.device;
   {
     // The model's power at the default clock before the limiter, for the report.
-    const Basis unthrottled(a, device, device.default_clock);
+    const Basis unthrottled(basis.a, device, device.default_clock);
     const auto m = BuildModels(unthrottled, packs);
     Evaluator e(unthrottled, packs, m);
     std::vector<size_t> base(packs.size());
     for (size_t p = 0; p < packs.size(); ++p) base[p] = m[p].default_index;
     plan.default_demand_w = AveragePower(e.Evaluate(base));
   }
+  Evaluator ev(basis, packs, models);
   std::vector<size_t> base_choice(packs.size());
   for (size_t p = 0; p < packs.size(); ++p) base_choice[p] = models[p].default_index;
   plan.baseline = ev.Evaluate(base_choice);
   plan.deadline_ns = static_cast<TimeNs>(std::floor(static_cast<double>(plan.baseline.time_ns) * (1.0 + options.max_slowdown)));
-
-  // Best single static clock meeting the deadline.
   size_t static_index = models[0].default_index;
   plan.static_best = plan.baseline;
   plan.static_best_clock = device.default_clock;
@@ -490,89 +484,75 @@ Result<TracePlan> PlanTrace(const analysis::TraceAnalysis& a, const model::Devic
     }
   }
   plan.replays += ev.replays;
-  std::optional<PackingPlan> by_phase;
-  const bool one_device =
-      std::all_of(packs.begin(), packs.end(), [&](const packing::Pack& p) { return p.device == packs.front().device; });
-  if (one_device) {
-    // Pass-level baseline (Perseus' granularity): one clock per phase, planned like the packs.
-    auto phases = packing::MakePacks(packing::PackingKind::kPhases, input, options.packing);
-    auto phase_models = BuildModels(basis, phases);
-    EMO_ASSIGN_OR_RETURN(PackingPlan pp, PlanPacking(basis, std::move(phases), std::move(phase_models), options,
-                                                     plan.deadline_ns, static_index, {}));
-    plan.pass_level = pp.candidates[pp.best].point;
-    plan.pass_level_phases = pp.packs.size();
-    plan.replays += pp.replays;
-    by_phase = std::move(pp);
+  return static_index;
+}
 
-    // Dependency-blind per-kernel baseline: every memory-class op at the clock that minimises
-    // its own modelled energy, the rest at the default clock, slack not considered.
-    const std::vector<packing::Pack> singles = packing::MakePacks(packing::PackingKind::kPerOp, input, options.packing);
-    const auto single_models = BuildModels(basis, singles);
-    std::vector<size_t> blind(singles.size());
-    const auto& t = *a.trace;
-    for (size_t p = 0; p < singles.size(); ++p) {
-      const auto& m = single_models[p];
-      blind[p] = m.default_index;
-      const auto v = singles[p].ops.front().value();
-      if (model::Classify(t.Name(t.gpu.name[a.graph->nodes().ref[v]])) != model::KernelClass::kMemory) continue;
-      for (size_t i = 0; i < m.options.size(); ++i) {
-        if (m.options[i].energy_j < m.options[blind[p]].energy_j) blind[p] = i;
-      }
+// Dependency-blind per-kernel baseline: every memory-class op at the clock that minimises its own
+// modelled energy, the rest at the default clock, slack not considered. Scored without the switch
+// latency: this baseline shows what ignoring slack costs; with a switch per kernel, far shorter
+// than the latency, the clock could not follow at all.
+void ScorePerKernelBlind(const Basis& basis, const packing::PackingInput& input, const TracePlanOptions& options,
+                         TracePlan& plan) {
+  const auto& a = basis.a;
+  const std::vector<packing::Pack> singles = packing::MakePacks(packing::PackingKind::kPerOp, input, options.packing);
+  const auto single_models = BuildModels(basis, singles);
+  std::vector<size_t> blind(singles.size());
+  const auto& t = *a.trace;
+  for (size_t p = 0; p < singles.size(); ++p) {
+    const auto& m = single_models[p];
+    blind[p] = m.default_index;
+    const auto v = singles[p].ops.front().value();
+    if (model::Classify(t.Name(t.gpu.name[a.graph->nodes().ref[v]])) != model::KernelClass::kMemory) continue;
+    for (size_t i = 0; i < m.options.size(); ++i) {
+      if (m.options[i].energy_j < m.options[blind[p]].energy_j) blind[p] = i;
     }
-    // Scored without the switch latency: this baseline shows what ignoring slack costs; with a
-    // switch per kernel, far shorter than the latency, the clock could not follow at all.
-    const Basis no_latency(a, device, plan.throttle_clock);
-    Evaluator bev(no_latency, singles, single_models);
-    plan.per_kernel_blind = bev.Evaluate(blind);
-    plan.replays += bev.replays;
   }
-  // A start for a packing's descent: each pack at the pass-level clock of the phase holding most
-  // of its busy time.
+  const Basis no_latency(a, basis.device, basis.measured_clock);
+  Evaluator bev(no_latency, singles, single_models);
+  plan.per_kernel_blind = bev.Evaluate(blind);
+  plan.replays += bev.replays;
+}
+
+// A start for a packing's descent: each pack at the pass-level clock of the phase holding most of
+// its busy time. None without a pass-level plan.
+std::vector<Candidate> PassLevelStart(const analysis::TraceAnalysis& a, const PackingPlan* phases,
+                                      const std::vector<packing::Pack>& packs) {
+  if (phases == nullptr) return {};
   std::unordered_map<uint32_t, size_t> phase_of;
-  if (by_phase) {
-    for (size_t q = 0; q < by_phase->packs.size(); ++q) {
-      for (auto v : by_phase->packs[q].ops) phase_of[v.value()] = q;
-    }
+  for (size_t q = 0; q < phases->packs.size(); ++q) {
+    for (auto v : phases->packs[q].ops) phase_of[v.value()] = q;
   }
-  auto pass_level_start = [&](const std::vector<packing::Pack>& ps) {
-    std::vector<Candidate> starts;
-    if (!by_phase) return starts;
-    const PackingPlan& pp = *by_phase;
-    std::vector<size_t> from_pass(ps.size());
-    for (size_t p = 0; p < ps.size(); ++p) {
-      std::vector<TimeNs> busy(pp.packs.size(), 0);
-      for (auto v : ps[p].ops) busy[phase_of.at(v.value())] += a.durations[v.value()];
-      const size_t q = static_cast<size_t>(std::max_element(busy.begin(), busy.end()) - busy.begin());
-      from_pass[p] = pp.candidates[pp.best].choice[q];
-    }
-    starts.push_back({"pass level", std::move(from_pass), {}});
-    return starts;
-  };
-  // ev refers to packs and models: its last use is above.
-  std::vector<Candidate> pack_starts = pass_level_start(packs);
-  EMO_ASSIGN_OR_RETURN(PackingPlan pk, PlanPacking(basis, std::move(packs), std::move(models), options,
-                                                   plan.deadline_ns, static_index, std::move(pack_starts)));
-  plan.replays += pk.replays;
-  // Dependency-aware packs (cut where criticality or clock class changes and at syncs), planned
-  // the same way.
-  auto dep_packs = packing::MakePacks(packing::PackingKind::kDependency, input, options.packing);
-  auto dep_models = BuildModels(basis, dep_packs);
-  std::vector<Candidate> dep_starts = pass_level_start(dep_packs);
-  EMO_ASSIGN_OR_RETURN(PackingPlan dp, PlanPacking(basis, std::move(dep_packs), std::move(dep_models), options,
-                                                   plan.deadline_ns, static_index, std::move(dep_starts)));
-  plan.replays += dp.replays;
-  // The packing whose best plan is cheapest (the plan is then never worse than the pass-level
-  // baseline); ties keep the earlier: time windows, dependency packs, phases.
-  std::vector<std::pair<packing::PackingKind, PackingPlan*>> tried = {{packing::PackingKind::kTimeWindow, &pk},
-                                                                      {packing::PackingKind::kDependency, &dp}};
-  if (by_phase) tried.push_back({packing::PackingKind::kPhases, &*by_phase});
+  std::vector<size_t> from_pass(packs.size());
+  for (size_t p = 0; p < packs.size(); ++p) {
+    std::vector<TimeNs> busy(phases->packs.size(), 0);
+    for (auto v : packs[p].ops) busy[phase_of.at(v.value())] += a.durations[v.value()];
+    const size_t q = static_cast<size_t>(std::max_element(busy.begin(), busy.end()) - busy.begin());
+    from_pass[p] = phases->candidates[phases->best].choice[q];
+  }
+  return {{"pass level", std::move(from_pass), {}}};
+}
+
+// Plans one packing: its packs' models, the pass-level start when there is one, PlanPacking.
+Result<PackingPlan> PlanKind(const Basis& basis, std::vector<packing::Pack> packs, const TracePlanOptions& options,
+                             const TracePlan& plan, size_t static_index, const PackingPlan* phases) {
+  auto models = BuildModels(basis, packs);
+  std::vector<Candidate> starts = PassLevelStart(basis.a, phases, packs);
+  return PlanPacking(basis, std::move(packs), std::move(models), options, plan.deadline_ns, static_index,
+                     std::move(starts));
+}
+
+// Keeps the packing whose best plan is cheapest (the plan is then never worse than the pass-level
+// baseline; ties keep the earlier of `tried`), records every packing's result, and returns the
+// winner.
+const PackingPlan& KeepCheapest(const std::vector<std::pair<packing::PackingKind, const PackingPlan*>>& tried,
+                                TracePlan& plan) {
   size_t w = 0;
   for (size_t k = 0; k < tried.size(); ++k) {
     const PackingPlan& c = *tried[k].second;
     plan.packings.push_back({std::string(packing::PackingName(tried[k].first)), c.candidates[c.best].point, c.packs.size()});
     if (c.candidates[c.best].point.energy_j < tried[w].second->candidates[tried[w].second->best].point.energy_j) w = k;
   }
-  PackingPlan& won = *tried[w].second;
+  const PackingPlan& won = *tried[w].second;
   plan.packing = std::string(packing::PackingName(tried[w].first));
   const Candidate& best = won.candidates[won.best];
   plan.plan = best.point;
@@ -589,12 +569,17 @@ Result<TracePlan> PlanTrace(const analysis::TraceAnalysis& a, const model::Devic
   }
   plan.pack_graph = won.pack_graph;
   plan.frontier = won.frontier;
+  return won;
+}
+
+// The winner's packs with their clocks; adjacent packs of one device planned at the same clock
+// are one pack to the policy (no switch between them). Counts the switches per iteration.
+void RecordPacks(const PackingPlan& won, TracePlan& plan) {
+  const Candidate& best = won.candidates[won.best];
   for (size_t p = 0; p < won.packs.size(); ++p) {
     const auto& m = won.models[p];
     const PlannedPack planned{won.packs[p], m.options[best.choice[p]].clock, m.options[m.default_index].time_s,
                               m.options[best.choice[p]].time_s};
-    // Adjacent packs of one device planned at the same clock are one pack to the policy (no
-    // switch between them).
     if (!plan.packs.empty() && plan.packs.back().pack.device == planned.pack.device &&
         plan.packs.back().clock == planned.clock) {
       packing::Absorb(&plan.packs.back().pack, planned.pack);
@@ -608,19 +593,68 @@ Result<TracePlan> PlanTrace(const analysis::TraceAnalysis& a, const model::Devic
   for (size_t p = 0; p < plan.packs.size(); ++p) {
     if (plan.packs[(p + 1) % plan.packs.size()].clock != plan.packs[p].clock) ++plan.switches;
   }
-  // The same clocks scored at both ends of the overhead correction's band: what the plan saves,
-  // and how much slower it runs, if the real timeline is at either end.
+}
+
+// The same clocks scored at both ends of the overhead correction's band: what the plan saves, and
+// how much slower it runs, if the real timeline is at either end.
+void ScoreBand(const Basis& basis, const PackingPlan& won, TracePlan& plan) {
+  const auto& a = basis.a;
   for (const double factor : {a.overhead.band_lo, a.overhead.band_hi}) {
     if (!a.HasBand()) break;
     const std::vector<TimeNs> durations = analysis::BandDurations(a, factor);
-    Basis at_end(a, device, plan.throttle_clock, options.switch_latency_ns);
+    Basis at_end(a, basis.device, basis.measured_clock, basis.switch_latency_ns);
     at_end.durations = durations;
     Evaluator e(at_end, won.packs, won.models);
     std::vector<size_t> base(won.packs.size());
     for (size_t p = 0; p < base.size(); ++p) base[p] = won.models[p].default_index;
-    plan.band.push_back({factor, e.Evaluate(base), e.Evaluate(best.choice)});
+    plan.band.push_back({factor, e.Evaluate(base), e.Evaluate(won.candidates[won.best].choice)});
     plan.replays += e.replays;
   }
+}
+
+}  // namespace
+
+Result<TracePlan> PlanTrace(const analysis::TraceAnalysis& a, const model::DeviceModel& device,
+                            const TracePlanOptions& options) {
+  const auto t0 = std::chrono::steady_clock::now();
+  EMO_RETURN_IF_ERROR(analysis::CheckIterationLength(a, "a clock plan"));
+  TracePlan plan = EmptyPlan(device, options);
+  const packing::PackingInput input =
+      packing::InputOf(a, [](std::string_view name) { return static_cast<uint8_t>(model::Classify(name)); });
+  auto make = [&](packing::PackingKind kind) { return packing::MakePacks(kind, input, options.packing); };
+  auto windows = make(packing::PackingKind::kTimeWindow);
+  if (windows.empty()) {
+    return InvalidArgument(fmt::format("{}: the steady iteration has no GPU ops to plan", a.trace->meta.source_path));
+  }
+  // The clock the trace's durations ran at, then the baselines every plan is compared with.
+  plan.throttle_clock = ThrottledClock(a, device, windows);
+  const Basis basis(a, device, plan.throttle_clock, options.switch_latency_ns);
+  auto window_models = BuildModels(basis, windows);
+  const size_t static_index = ScoreDefaults(basis, windows, window_models, options, plan);
+  const bool one_device = std::all_of(windows.begin(), windows.end(),
+                                      [&](const packing::Pack& p) { return p.device == windows.front().device; });
+  // Pass-level phases (Perseus' granularity; one GPU only), planned like the packs.
+  std::optional<PackingPlan> by_phase;
+  if (one_device) {
+    EMO_ASSIGN_OR_RETURN(by_phase, PlanKind(basis, make(packing::PackingKind::kPhases), options, plan, static_index, nullptr));
+    plan.pass_level = by_phase->candidates[by_phase->best].point;
+    plan.pass_level_phases = by_phase->packs.size();
+    ScorePerKernelBlind(basis, input, options, plan);
+  }
+  const PackingPlan* phases = by_phase ? &*by_phase : nullptr;
+  std::vector<Candidate> window_starts = PassLevelStart(a, phases, windows);
+  EMO_ASSIGN_OR_RETURN(PackingPlan by_window, PlanPacking(basis, std::move(windows), std::move(window_models), options,
+                                                          plan.deadline_ns, static_index, std::move(window_starts)));
+  EMO_ASSIGN_OR_RETURN(PackingPlan by_dependency,
+                       PlanKind(basis, make(packing::PackingKind::kDependency), options, plan, static_index, phases));
+  // The cheapest packing wins; its packs and clocks are the plan.
+  std::vector<std::pair<packing::PackingKind, const PackingPlan*>> tried = {
+      {packing::PackingKind::kTimeWindow, &by_window}, {packing::PackingKind::kDependency, &by_dependency}};
+  if (phases) tried.push_back({packing::PackingKind::kPhases, phases});
+  for (const auto& [kind, p] : tried) plan.replays += p->replays;
+  const PackingPlan& won = KeepCheapest(tried, plan);
+  RecordPacks(won, plan);
+  ScoreBand(basis, won, plan);
   plan.solve_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
   return plan;
 }
