@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <limits>
 #include <numeric>
+#include <span>
 
 namespace emo::model {
 
@@ -13,6 +14,64 @@ void ClassTimes::Add(KernelClass c, double s, double share) {
   active_s[static_cast<size_t>(c)] += s * share;
 }
 
+namespace {
+
+// The activity at which a kernel draws the idle power.
+double IdleActivity(const DeviceModel& device) {
+  return (device.idle_power.value() - device.params.static_power.value()) /
+         device.params.voltage.DynamicFactor(device.default_clock);
+}
+
+}  // namespace
+
+std::vector<double> ConcurrencyFactors(const DeviceModel& device, std::span<const OpSpan> ops) {
+  // Each class's full-GPU activity above idle (the clock's factor is common to all: it cancels).
+  const double idle_activity = IdleActivity(device);
+  std::array<double, kNumKernelClasses> above{};
+  for (size_t c = 0; c < above.size(); ++c) above[c] = std::max(0.0, device.classes[c].activity - idle_activity);
+  struct Edge {
+    TimeNs t;
+    bool open;
+    uint32_t op;
+  };
+  std::vector<Edge> edges;
+  edges.reserve(2 * ops.size());
+  for (uint32_t i = 0; i < ops.size(); ++i) {
+    if (ops[i].end <= ops[i].start) continue;
+    edges.push_back({ops[i].start, true, i});
+    edges.push_back({ops[i].end, false, i});
+  }
+  std::sort(edges.begin(), edges.end(), [](const Edge& a, const Edge& b) {
+    return a.t < b.t || (a.t == b.t && !a.open && b.open);
+  });
+  std::vector<double> scaled(ops.size(), 0.0);  // time x factor, per op
+  std::vector<uint32_t> active;
+  TimeNs last = 0;
+  for (const Edge& e : edges) {
+    if (!active.empty() && e.t > last) {
+      double sum = 0.0, most = 0.0;
+      for (uint32_t i : active) {
+        const double a = above[static_cast<size_t>(ops[i].cls)];
+        sum += std::clamp(ops[i].share, 0.0, 1.0) * a;
+        most = std::max(most, a);
+      }
+      const double f = sum > most && sum > 0.0 ? most / sum : 1.0;
+      for (uint32_t i : active) scaled[i] += f * static_cast<double>(e.t - last);
+    }
+    if (e.open) {
+      active.push_back(e.op);
+    } else {
+      active.erase(std::find(active.begin(), active.end(), e.op));
+    }
+    last = e.t;
+  }
+  std::vector<double> factor(ops.size(), 1.0);
+  for (size_t i = 0; i < ops.size(); ++i) {
+    if (ops[i].end > ops[i].start) factor[i] = scaled[i] / static_cast<double>(ops[i].end - ops[i].start);
+  }
+  return factor;
+}
+
 UnitModel PackUnitModel(const DeviceModel& device, const ClassTimes& times,
                         MegaHertz measured_clock) {
   UnitModel unit;
@@ -20,8 +79,7 @@ UnitModel PackUnitModel(const DeviceModel& device, const ClassTimes& times,
   if (total <= 0.0) return unit;
   // Measured at measured_clock: the clock-bound part at f_max is shorter by f / f_max.
   const double to_f_max = measured_clock.value() / device.params.f_max.value();
-  const double idle_activity = (device.idle_power.value() - device.params.static_power.value()) /
-                               device.params.voltage.DynamicFactor(device.default_clock);
+  const double idle_activity = IdleActivity(device);
   double activity = 0.0;
   for (int c = 0; c < kNumKernelClasses; ++c) {
     const double t = times.busy_s[static_cast<size_t>(c)];

@@ -4,6 +4,7 @@
 #include <array>
 #include <chrono>
 #include <cmath>
+#include <map>
 #include <optional>
 #include <span>
 #include <unordered_map>
@@ -200,25 +201,46 @@ PlanPoint Descend(Evaluator& ev, const std::vector<PackModel>& models, TimeNs de
 }
 
 // Clock options of every pack from its busy time per kernel class, measured at the basis'
-// measured clock.
+// measured clock. Each op counts with its KernelShare, scaled where it overlaps other ops of its
+// GPU (ConcurrencyFactors, on the analysis timeline).
 std::vector<PackModel> BuildModels(const Basis& b, const std::vector<packing::Pack>& packs) {
   const auto& a = b.a;
   const auto& device = b.device;
   const auto& n = a.graph->nodes();
   const auto& t = *a.trace;
+  struct OpInfo {
+    model::KernelClass cls;
+    double share;
+  };
+  std::unordered_map<uint32_t, OpInfo> info;  // by node
+  std::map<int32_t, std::vector<std::pair<uint32_t, model::OpSpan>>> by_device;
+  for (const auto& pack : packs) {
+    for (auto v : pack.ops) {
+      const uint32_t op = n.ref[v.value()];
+      const std::string_view name = t.Name(t.gpu.name[op]);
+      const auto cls = model::Classify(name);
+      const double share = device.KernelShare(trace::Blocks(t.gpu.launch[op]), trace::Threads(t.gpu.launch[op]),
+                                              NsToS(a.durations[v.value()]), model::IsCudaCoreGemm(name));
+      const TimeNs start = a.timeline.start[v.value()];
+      by_device[pack.device].push_back({v.value(), {start, start + a.durations[v.value()], cls, share}});
+      info[v.value()] = {cls, share};
+    }
+  }
+  for (auto& [dev, ops] : by_device) {
+    std::vector<model::OpSpan> spans;
+    spans.reserve(ops.size());
+    for (const auto& [v, span] : ops) spans.push_back(span);
+    const std::vector<double> f = model::ConcurrencyFactors(device, spans);
+    for (size_t i = 0; i < ops.size(); ++i) info[ops[i].first].share *= f[i];
+  }
   std::vector<PackModel> models(packs.size());
   for (size_t p = 0; p < packs.size(); ++p) {
     model::ClassTimes times;
     auto& m = models[p];
     for (auto v : packs[p].ops) {
-      const uint32_t op = n.ref[v.value()];
-      const std::string_view name = t.Name(t.gpu.name[op]);
-      const auto cls = model::Classify(name);
-      const double s = NsToS(a.durations[v.value()]);
-      times.Add(cls, s,
-                device.KernelShare(trace::Blocks(t.gpu.launch[op]), trace::Threads(t.gpu.launch[op]), s,
-                                   model::IsCudaCoreGemm(name)));
-      m.op_class.push_back(static_cast<uint8_t>(cls));
+      const OpInfo& o = info.at(v.value());
+      times.Add(o.cls, NsToS(a.durations[v.value()]), o.share);
+      m.op_class.push_back(static_cast<uint8_t>(o.cls));
     }
     m.options = model::PackClockOptions(device, times, b.measured_clock);
     m.front = model::ParetoFront(m.options);

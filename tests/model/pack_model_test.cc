@@ -107,5 +107,37 @@ TEST(PackModelTest, KernelShareScalesThePowerAboveIdle) {
   EXPECT_NEAR(n[top].energy_j, d->IdlePower(d->default_clock).value() * 0.010, 1e-9);
 }
 
+// Overlapping ops share the SMs: where two full-GPU ops of one class run together, each counts
+// half; a memory op under a compute op gives way by the hungriest class's power over the sum;
+// ops alone, or small enough to add up within the GPU, keep their share.
+TEST(PackModelTest, ConcurrencyFactorsBoundOverlaps) {
+  Result<DeviceModel> d = FindDevice("h200", testing::SourceDir() + "/devices");
+  ASSERT_TRUE(d.ok()) << d.status().ToString();
+  using K = KernelClass;
+  // a: compute [0, 100); b: compute [50, 150) -> overlap [50, 100) counts half for both.
+  std::vector<OpSpan> two = {{0, 100, K::kCompute, 1.0}, {50, 150, K::kCompute, 1.0}};
+  auto f = ConcurrencyFactors(*d, two);
+  ASSERT_EQ(f.size(), 2u);
+  EXPECT_DOUBLE_EQ(f[0], (50 + 50 * 0.5) / 100);
+  EXPECT_DOUBLE_EQ(f[1], (50 * 0.5 + 50) / 100);
+  // Two ops on a fifth of the GPU each add up: no scaling.
+  std::vector<OpSpan> small = {{0, 100, K::kCompute, 0.2}, {0, 100, K::kCompute, 0.2}};
+  for (double x : ConcurrencyFactors(*d, small)) EXPECT_DOUBLE_EQ(x, 1.0);
+  // A memory op entirely under a compute op: both scaled by the compute power over the sum.
+  std::vector<OpSpan> mixed = {{0, 100, K::kCompute, 1.0}, {20, 40, K::kMemory, 1.0}};
+  f = ConcurrencyFactors(*d, mixed);
+  const double idle = (d->idle_power.value() - d->params.static_power.value()) /
+                      d->params.voltage.DynamicFactor(d->default_clock);
+  const double ac = d->Prior(K::kCompute).activity - idle, am = d->Prior(K::kMemory).activity - idle;
+  const double k = std::max(ac, am) / (ac + am);
+  EXPECT_NEAR(f[1], k, 1e-12);
+  EXPECT_NEAR(f[0], (80 + 20 * k) / 100, 1e-12);
+  // The total above-idle power of the overlap is the hungriest class's.
+  EXPECT_NEAR(20 * (f[1] * am) + 20 * k * ac, 20 * std::max(ac, am), 1e-9);
+  // Back-to-back ops (one ends where the next starts) do not overlap.
+  std::vector<OpSpan> chain = {{0, 100, K::kCompute, 1.0}, {100, 200, K::kCompute, 1.0}};
+  for (double x : ConcurrencyFactors(*d, chain)) EXPECT_DOUBLE_EQ(x, 1.0);
+}
+
 }  // namespace
 }  // namespace emo::model

@@ -25,6 +25,22 @@ struct ClassTimes {
   void Add(KernelClass c, double s, double share = 1.0);
 };
 
+// One GPU op for the concurrency bound.
+struct OpSpan {
+  TimeNs start = 0;
+  TimeNs end = 0;
+  KernelClass cls = KernelClass::kOther;
+  double share = 1.0;  // its KernelShare (device.h)
+};
+
+// Ops of several streams that overlap share the SMs: wherever they run together, their powers
+// above idle add up to at most the GPU full of the hungriest of their classes (the rule
+// PredictIterationEnergy's sweep applies per class). Returns, per op of one GPU, the factor (<= 1)
+// its share is scaled by for that: the time-weighted mean over its lifetime of (the hungriest
+// class's power / the sum of the active ops' powers) where that sum exceeds it, else 1. Per op,
+// so the energy of a set of ops does not depend on how they are cut into packs.
+std::vector<double> ConcurrencyFactors(const DeviceModel& device, std::span<const OpSpan> ops);
+
 // The UnitModel of a pack whose busy times were measured with the GPU running at
 // `measured_clock` (the default clock, or the clock the limiter throttled the run to, see
 // ThrottleClock in iteration_energy.h). Each class's time splits into a clock-bound part (its
