@@ -67,6 +67,35 @@ TEST(NumbersTest, MinimumPackFollowsTheSwitchLatencyAndThePlanIsTheCheapestPacki
   EXPECT_LE(fast["plan"]["energy_j"].get<double>(), by_file["plan"]["energy_j"].get<double>() + 1e-9);
 }
 
+// The policy never schedules a switch the latency cannot honour: every pack a switch leads into
+// lasts at least the switch latency (at the default and at a short latency, on a single-stream
+// and a multi-stream trace, with the dependency packs' uncut waits among them).
+TEST(NumbersTest, EverySwitchLeadsIntoAPackLongerThanTheLatency) {
+  size_t switches = 0;
+  for (const std::string& trace : {kGpt, kMultistream}) {
+    for (const double latency_us : {500.0, 100.0}) {
+      const std::string policy = TempPath("switch_policy.json");
+      const auto j = EmoJson("optimize " + trace + " --device h200 --switch-latency-us " +
+                                 std::to_string(latency_us) + " --policy " + policy,
+                             "switch_latency");
+      const auto p = ReadJson(policy);
+      ASSERT_TRUE(p.contains("gpus")) << p.dump(1);
+      for (const auto& g : p["gpus"]) {
+        const auto& packs = g["packs"];
+        for (size_t i = 0; i < packs.size(); ++i) {
+          const auto& prev = packs[(i + packs.size() - 1) % packs.size()];
+          if (prev["clock_mhz"] == packs[i]["clock_mhz"]) continue;
+          ++switches;
+          EXPECT_GE(packs[i]["window_us"].get<double>(), latency_us) << trace << " pack " << i;
+        }
+      }
+      EXPECT_EQ(j["plan"]["switch_latency_us"].get<double>(), latency_us);
+      std::filesystem::remove(policy);
+    }
+  }
+  EXPECT_GT(switches, 0u) << "no plan switched: the check checked nothing";
+}
+
 // EMO traces carry their own measured energy: `emo model calibrate` takes it when --measured is
 // not given (or does not list the workload), and says so; a Kineto trace without a measurement
 // is refused by name.
