@@ -8,7 +8,9 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <cstdio>
+#include <thread>
 #include <cstdlib>
 #include <filesystem>
 #include <functional>
@@ -355,6 +357,9 @@ TEST_F(InjectFakeCuptiTest, AnchorCallTimesIterationsWithLaunchCallbacksOff) {
                  for (int i = 1; i < 5; ++i) loop.Launch(i);
                  h.stream_sync();
                  for (int k = 0; k < 10; ++k) iteration(true);
+                 // The tracer's thread reads the (fake) clock when it gets to these syncs: give
+                 // it real time to do so before the clock jumps two seconds ahead.
+                 std::this_thread::sleep_for(std::chrono::milliseconds(200));
                  // The syncs stop (another phase of the program): after a second of silence the
                  // launch callbacks are back and the loop is found again from its launches.
                  loop.Advance(2'000'000'000);
