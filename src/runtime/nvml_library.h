@@ -1,0 +1,52 @@
+// NVML opened with dlopen for the actuators: the read functions that name a GPU and list its
+// clocks, and (only when asked for control) the two that lock and reset its SM clock. Symbols
+// are resolved versioned where NVML versions them (research/gpu-dvfs-and-nvml.md section 1.2).
+#pragma once
+
+#include <string>
+#include <vector>
+
+namespace emo::runtime {
+
+class NvmlLibrary {
+ public:
+  using Handle = struct NvmlActuatorDevice*;
+
+  NvmlLibrary() = default;
+  NvmlLibrary(const NvmlLibrary&) = delete;
+  NvmlLibrary& operator=(const NvmlLibrary&) = delete;
+  ~NvmlLibrary();
+
+  // Loads `path` ("" = $EMO_NVML_LIBRARY, else libnvidia-ml.so.1) and initializes NVML. With
+  // `control`, the lock and reset functions must resolve too.
+  bool Load(const std::string& path, bool control, std::string* error);
+
+  // The device with this PCI bus id, its name, NVML index and supported SM clocks at the current
+  // memory clock.
+  bool Find(const std::string& pci_bus_id, Handle* handle, std::string* name, int* index,
+            std::vector<unsigned>* supported_mhz, std::string* error) const;
+  bool Lock(Handle handle, unsigned mhz, std::string* error) const;
+  bool Reset(Handle handle, std::string* error) const;
+
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string Describe(const char* call, int code) const;
+
+  void* library_ = nullptr;
+  bool initialized_ = false;
+  std::string path_;
+  int (*init_)() = nullptr;
+  int (*shutdown_)() = nullptr;
+  const char* (*error_string_)(int) = nullptr;
+  int (*handle_by_pci_)(const char*, Handle*) = nullptr;
+  int (*name_)(Handle, char*, unsigned) = nullptr;
+  int (*index_)(Handle, unsigned*) = nullptr;
+  int (*clock_info_)(Handle, int, unsigned*) = nullptr;
+  int (*memory_clocks_)(Handle, unsigned*, unsigned*) = nullptr;
+  int (*graphics_clocks_)(Handle, unsigned, unsigned*, unsigned*) = nullptr;
+  int (*set_locked_)(Handle, unsigned, unsigned) = nullptr;
+  int (*reset_locked_)(Handle) = nullptr;
+};
+
+}  // namespace emo::runtime
