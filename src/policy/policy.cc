@@ -2,6 +2,8 @@
 
 #include <map>
 
+#include "emo/policy/launch_anchors.h"
+
 namespace emo::policy {
 
 namespace {
@@ -12,24 +14,30 @@ using nlohmann::json;
 void AddGpus(const opt::PlannedTrace& pt, json& gpus) {
   const auto& a = *pt.analysis;
   const auto& plan = pt.plan;
-  std::map<int32_t, json> per_device;
-  for (const auto& p : plan.packs) {
-    auto& packs = per_device[p.pack.device];
-    if (packs.is_null()) packs = json::array();
-    packs.push_back({{"first_launch", p.pack.first_launch},
-                     {"ops", p.pack.ops.size()},
-                     {"clock_mhz", p.clock.value()},
-                     {"window_us", NsToUs(p.pack.end - p.pack.start)},
-                     {"busy_us_default", p.busy_s_default * 1e6},
-                     {"busy_us_planned", p.busy_s * 1e6}});
-  }
+  std::map<int32_t, std::vector<const opt::PlannedPack*>> per_device;
+  for (const auto& p : plan.packs) per_device[p.pack.device].push_back(&p);
   const auto conf = analysis::ConfidenceOf(a);
   const auto saving = opt::SavingRangePct(plan);
-  for (auto& [device, packs] : per_device) {
+  for (const auto& [device, planned] : per_device) {
+    const LaunchAnchors anchors = AnchorPacks(a, planned, SwitchLeadNs(plan));
+    json packs = json::array();
+    for (size_t i = 0; i < planned.size(); ++i) {
+      const auto& p = *planned[i];
+      packs.push_back({{"first_launch", p.pack.first_launch},
+                       {"first_call", anchors.first_call[i]},
+                       {"switch_call", anchors.switch_call[i]},
+                       {"ops", p.pack.ops.size()},
+                       {"clock_mhz", p.clock.value()},
+                       {"window_us", NsToUs(p.pack.end - p.pack.start)},
+                       {"busy_us_default", p.busy_s_default * 1e6},
+                       {"busy_us_planned", p.busy_s * 1e6}});
+    }
     json g = {{"rank", a.trace->meta.rank},
               {"device", device},
               {"trace", a.trace->meta.source_path},
               {"steady_iteration", a.iterations.iterations[a.steady].name},
+              {"launch_calls_per_iteration", anchors.calls_per_iteration},
+              {"packs_without_launch_call", anchors.packs_without_call},
               {"timeline", a.corrected() ? "corrected" : "traced"},
               {"confidence", conf.level},
               {"confidence_note", conf.note},
@@ -64,12 +72,16 @@ json PolicyJson(const std::vector<opt::PlannedTrace>& plans) {
       {"emo_policy_version", kPolicyVersion},
       {"traces", traces},
       {"anchor", "packs start at the first_launch-th GPU op (kernel, memcpy, memset) launched on the device "
-                 "in each iteration, counted in launch (correlation) order"},
+                 "in each iteration, counted in launch (correlation) order; at run time, at the first_call-th "
+                 "kernel or graph launch call of the iteration, and each pack's clock is asked for after the "
+                 "switch_call-th (negative: counted back from the iteration's first call)"},
       {"gpus", gpus},
   };
   if (!plans.empty()) {
     const auto& first = plans.front();
     j["model"] = {{"device", first.plan.device}, {"source", first.plan.model_source}};
+    j["switch_latency_us"] = NsToUs(first.plan.switch_latency_ns);
+    j["switch_lead_us"] = NsToUs(SwitchLeadNs(first.plan));
     // The regex that finds the iterations (null: no marker matched, the whole trace is one).
     const auto& its = first.analysis->iterations;
     j["iteration_regex"] = its.from_marker ? json(its.regex) : json(nullptr);

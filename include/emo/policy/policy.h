@@ -13,7 +13,13 @@
 
 namespace emo::policy {
 
-inline constexpr int kPolicyVersion = 2;
+inline constexpr int kPolicyVersion = 3;
+
+// How long before a pack's first op starts on the GPU its clock is asked for: the switch
+// latency the plan assumed, plus 1 ms for the tracer's control thread, which looks at the
+// program's launches once per millisecond.
+inline constexpr TimeNs kRuntimeReactionNs = 1'000'000;
+inline TimeNs SwitchLeadNs(const opt::TracePlan& plan) { return plan.switch_latency_ns + kRuntimeReactionNs; }
 
 // One policy for every planned trace (one per rank): a plan per GPU.
 nlohmann::json PolicyJson(const std::vector<opt::PlannedTrace>& plans);

@@ -235,6 +235,20 @@ struct GpuRecord {
   char uuid[48];
 };
 
+// The launch calls EMO's tracer counts to follow a program's iterations (the callbacks of
+// src/runtime/tracer.cc's launch list), by bare name, with or without `_ptsz`: kernel and graph
+// launches of the runtime and the driver. A driver launch made inside a runtime launch is the
+// same launch and counts once. Clock policies anchor their packs in these counts.
+inline bool IsCountedLaunchApi(std::string_view bare) {
+  if (bare.size() > 5 && bare.substr(bare.size() - 5) == "_ptsz") bare.remove_suffix(5);
+  for (std::string_view n : {"cudaLaunchKernel", "cudaLaunchKernelExC", "cudaLaunchCooperativeKernel", "__cudaLaunchKernel",
+                             "cudaGraphLaunch", "cuLaunchKernel", "cuLaunchKernelEx", "cuLaunchCooperativeKernel",
+                             "cuGraphLaunch"}) {
+    if (bare == n) return true;
+  }
+  return false;
+}
+
 // "cudaLaunchKernel_v7000" -> "cudaLaunchKernel": CUPTI's callback names end in the version the
 // function appeared in (`_v` and 4 or more digits); Kineto traces and EMO's rules use the bare
 // name. Shorter suffixes are part of the name ("cuMemcpyHtoD_v2").

@@ -1,0 +1,42 @@
+// A clock policy read back for `emo run`: only what following it needs, every field checked,
+// and a precise error (file, field, what is wrong) for a policy that cannot be followed.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "emo/base/status.h"
+
+namespace emo::policy {
+
+struct RunPack {
+  int64_t first_call = 0;   // launch call of the iteration that starts the pack
+  int64_t switch_call = 0;  // launch call after which its clock is asked for (negative: earlier)
+  double clock_mhz = 0;
+};
+
+struct RunGpu {
+  int rank = -1;                    // the trace's rank, -1 when it had none
+  int device = 0;                   // CUDA ordinal in the traced process
+  std::string gpu_name;             // the traced GPU ("NVIDIA H200")
+  uint32_t calls_per_iteration = 0;
+  double iteration_time_us = 0;     // predicted for the plan
+  double baseline_time_us = 0;      // predicted at the default clocks
+  double deadline_us = 0;           // the latency target
+  std::vector<RunPack> packs;       // in first_call order
+};
+
+struct RunPolicy {
+  std::string path;
+  int version = 0;
+  std::string model_device, model_source;
+  double switch_lead_us = 0;
+  std::vector<RunGpu> gpus;
+  std::vector<std::string> warnings;
+};
+
+// Reads and checks a policy written by `emo optimize --policy`. Refuses what is not a policy,
+// a version this emo does not follow, and plans with nothing to anchor their packs to.
+Result<RunPolicy> ReadRunPolicy(const std::string& path);
+
+}  // namespace emo::policy

@@ -1,0 +1,104 @@
+// Following a clock policy inside the program (`emo run`): the schedule `emo run` hands the
+// injection library, and the pure logic that turns the program's launch calls and iterations
+// into clock switches. No CUDA, no threads: the tracer's control thread feeds it and an
+// actuator carries the switches out (src/runtime/tracer_run.cc).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "emo/runtime/launch_period_finder.h"
+
+namespace emo::runtime {
+
+// One GPU's plan in launch-call terms (policy::RunGpu, as `emo run` writes it).
+struct ScheduleGpu {
+  int rank = -1;
+  int device = 0;
+  std::string gpu_name;
+  uint32_t calls_per_iteration = 0;
+  int64_t deadline_ns = 0;  // the plan's latency target per iteration
+  struct Pack {
+    int64_t first_call = 0;
+    int64_t switch_call = 0;
+    unsigned mhz = 0;
+  };
+  std::vector<Pack> packs;
+};
+
+struct ClockSchedule {
+  std::string actuator;   // "nvml", "zeusd", "dry-run", "emulate"
+  std::string log_path;   // dry-run / emulate switch log, "" = stderr
+  std::string policy;     // the policy file, for messages
+  double guard_pct = 0;   // back to the default clock when iterations exceed the deadline by this; 0 = off
+  std::vector<ScheduleGpu> gpus;
+};
+
+// The schedule as text (`emo run` writes it to a file named by EMO_RUN_SCHEDULE) and back.
+std::string FormatClockSchedule(const ClockSchedule& s);
+bool ParseClockSchedule(const std::string& text, ClockSchedule* out, std::string* error);
+
+// The entry a process follows: its rank's when the schedule names ranks, else the one for its
+// CUDA device, else the only one; nullptr when none fits.
+const ScheduleGpu* PickScheduleGpu(const ClockSchedule& s, int rank, int device);
+
+// Turns launches into switches for one GPU. Switches for an iteration are placed when the
+// previous one completes (the period finder reports it at the iteration's first launch), at
+// launch positions; a launch at or past a switch's position fires it. It follows only while
+// the finder's period equals the plan's calls per iteration; otherwise, and when the guard
+// trips, it asks once for the default clock and waits for the loop to come back.
+class ClockTrigger {
+ public:
+  struct Switch {
+    unsigned mhz = 0;        // 0: back to the default clock
+    int pack = -1;
+    int64_t iteration = -1;  // loop_index of the iteration the pack belongs to
+    const char* why = "";    // "pack", "fallback", "guard"
+    uint64_t position = 0;   // the launch it was due at
+    uint64_t late_by = 0;    // launches between its position and the one that fired it
+  };
+  struct Counters {
+    uint64_t switches = 0;         // asked for (locks and resets)
+    uint64_t redundant = 0;        // skipped: the clock asked for was already in effect
+    uint64_t late = 0;             // fired after their position (placed too late to be ahead)
+    uint64_t fallbacks = 0;        // times the launch sequence stopped matching the plan
+    uint64_t iterations_followed = 0;
+    bool guard_tripped = false;
+  };
+
+  ClockTrigger(const ScheduleGpu& gpu, double guard_pct);
+
+  // The launch at `position` (0-based in the whole sequence), after the finder saw it: the
+  // iterations it completed (in order), and whether the finder holds a lock. Appends the
+  // switches due now to `out`, in order.
+  void OnLaunch(uint64_t position, const std::vector<LaunchIteration>& completed, bool locked,
+                std::vector<Switch>* out);
+
+  unsigned current_mhz() const { return current_mhz_; }
+  const Counters& counters() const { return counters_; }
+
+ private:
+  struct Pending {
+    uint64_t position;
+    unsigned mhz;
+    int pack;
+    int64_t iteration;
+  };
+  void Ask(unsigned mhz, int pack, int64_t iteration, const char* why, uint64_t position, uint64_t now,
+           std::vector<Switch>* out);
+  void Fallback(uint64_t now, const char* why, std::vector<Switch>* out);
+  void Place(const LaunchIteration& done);
+
+  ScheduleGpu gpu_;
+  double guard_pct_ = 0;
+  bool following_ = false;
+  unsigned current_mhz_ = 0;   // 0: default
+  uint64_t placed_from_ = 0;   // first launch of the latest iteration whose switches are placed
+  bool placed_any_ = false;
+  std::vector<Pending> pending_;  // by position
+  std::vector<int64_t> recent_ns_;  // durations of the latest followed iterations, for the guard
+  Counters counters_;
+};
+
+}  // namespace emo::runtime

@@ -1,0 +1,181 @@
+#include "emo/runtime/clock_trigger.h"
+
+#include <algorithm>
+#include <sstream>
+
+namespace emo::runtime {
+namespace {
+
+constexpr const char* kMagic = "emo-clock-schedule 1";
+// Iterations the guard looks at (their median) before it may trip.
+constexpr size_t kGuardWindow = 5;
+
+}  // namespace
+
+std::string FormatClockSchedule(const ClockSchedule& s) {
+  std::ostringstream out;
+  out << kMagic << "\n";
+  out << "actuator " << s.actuator << "\n";
+  if (!s.log_path.empty()) out << "log " << s.log_path << "\n";
+  if (!s.policy.empty()) out << "policy " << s.policy << "\n";
+  out << "guard_pct " << s.guard_pct << "\n";
+  for (const auto& g : s.gpus) {
+    out << "gpu " << g.rank << " " << g.device << " " << g.calls_per_iteration << " " << g.deadline_ns << " "
+        << g.gpu_name << "\n";
+    for (const auto& p : g.packs) out << "pack " << p.first_call << " " << p.switch_call << " " << p.mhz << "\n";
+  }
+  return out.str();
+}
+
+bool ParseClockSchedule(const std::string& text, ClockSchedule* out, std::string* error) {
+  *out = ClockSchedule{};
+  std::istringstream in(text);
+  std::string line;
+  if (!std::getline(in, line) || line != kMagic) {
+    *error = "not an emo clock schedule (first line is not '" + std::string(kMagic) + "')";
+    return false;
+  }
+  int number = 1;
+  while (std::getline(in, line)) {
+    ++number;
+    if (line.empty()) continue;
+    std::istringstream fields(line);
+    std::string key;
+    fields >> key;
+    std::string rest;
+    std::getline(fields >> std::ws, rest);
+    std::istringstream values(rest);
+    bool ok = true;
+    if (key == "actuator") {
+      out->actuator = rest;
+    } else if (key == "log") {
+      out->log_path = rest;
+    } else if (key == "policy") {
+      out->policy = rest;
+    } else if (key == "guard_pct") {
+      ok = static_cast<bool>(values >> out->guard_pct) && out->guard_pct >= 0;
+    } else if (key == "gpu") {
+      ScheduleGpu g;
+      ok = static_cast<bool>(values >> g.rank >> g.device >> g.calls_per_iteration >> g.deadline_ns) &&
+           g.calls_per_iteration > 0;
+      std::getline(values >> std::ws, g.gpu_name);
+      out->gpus.push_back(std::move(g));
+    } else if (key == "pack") {
+      ScheduleGpu::Pack p;
+      ok = !out->gpus.empty() && static_cast<bool>(values >> p.first_call >> p.switch_call >> p.mhz) && p.mhz > 0;
+      if (ok) out->gpus.back().packs.push_back(p);
+    } else {
+      ok = false;
+    }
+    if (!ok) {
+      *error = "line " + std::to_string(number) + " of the clock schedule is not understood: " + line;
+      return false;
+    }
+  }
+  if (out->actuator.empty() || out->gpus.empty()) {
+    *error = "the clock schedule names no actuator or no GPU";
+    return false;
+  }
+  return true;
+}
+
+const ScheduleGpu* PickScheduleGpu(const ClockSchedule& s, int rank, int device) {
+  if (rank >= 0) {
+    for (const auto& g : s.gpus) {
+      if (g.rank == rank) return &g;
+    }
+  }
+  for (const auto& g : s.gpus) {
+    if (g.rank < 0 && g.device == device) return &g;
+  }
+  return s.gpus.size() == 1 ? &s.gpus.front() : nullptr;
+}
+
+ClockTrigger::ClockTrigger(const ScheduleGpu& gpu, double guard_pct) : gpu_(gpu), guard_pct_(guard_pct) {}
+
+void ClockTrigger::Ask(unsigned mhz, int pack, int64_t iteration, const char* why, uint64_t position, uint64_t now,
+                       std::vector<Switch>* out) {
+  if (mhz == current_mhz_) {
+    ++counters_.redundant;
+    return;
+  }
+  current_mhz_ = mhz;
+  Switch s;
+  s.mhz = mhz;
+  s.pack = pack;
+  s.iteration = iteration;
+  s.why = why;
+  s.position = position;
+  s.late_by = now > position ? now - position : 0;
+  if (s.late_by > 0) ++counters_.late;
+  ++counters_.switches;
+  out->push_back(s);
+}
+
+void ClockTrigger::Fallback(uint64_t now, const char* why, std::vector<Switch>* out) {
+  pending_.clear();
+  recent_ns_.clear();
+  following_ = false;
+  placed_any_ = false;
+  ++counters_.fallbacks;
+  Ask(0, -1, -1, why, now, now, out);
+}
+
+void ClockTrigger::Place(const LaunchIteration& done) {
+  const uint64_t start = done.first_launch + done.launches;  // the next iteration's first launch
+  if (placed_any_ && start <= placed_from_) return;
+  const auto n = static_cast<int64_t>(gpu_.calls_per_iteration);
+  const int64_t next = static_cast<int64_t>(done.loop_index) + 1;
+  for (size_t i = 0; i < gpu_.packs.size(); ++i) {
+    const auto& p = gpu_.packs[i];
+    const int pack = static_cast<int>(i);
+    if (p.switch_call >= 0) {
+      pending_.push_back({start + static_cast<uint64_t>(p.switch_call), p.mhz, pack, next});
+    } else {
+      // Asked for during this iteration for the next one; the first time, for this one too (late).
+      pending_.push_back({start + static_cast<uint64_t>(n + p.switch_call), p.mhz, pack, next + 1});
+      if (!placed_any_) pending_.push_back({start - static_cast<uint64_t>(-p.switch_call), p.mhz, pack, next});
+    }
+  }
+  std::stable_sort(pending_.begin(), pending_.end(),
+                   [](const Pending& a, const Pending& b) { return a.position < b.position; });
+  placed_from_ = start;
+  placed_any_ = true;
+}
+
+void ClockTrigger::OnLaunch(uint64_t position, const std::vector<LaunchIteration>& completed, bool locked,
+                            std::vector<Switch>* out) {
+  if (counters_.guard_tripped) return;
+  for (const LaunchIteration& it : completed) {
+    if (it.launches != gpu_.calls_per_iteration) {
+      if (following_) Fallback(position, "fallback", out);
+      continue;
+    }
+    if (following_) {
+      ++counters_.iterations_followed;
+      recent_ns_.push_back(it.end_ns - it.start_ns);
+      if (recent_ns_.size() > kGuardWindow) recent_ns_.erase(recent_ns_.begin());
+      if (guard_pct_ > 0 && gpu_.deadline_ns > 0 && recent_ns_.size() == kGuardWindow) {
+        std::vector<int64_t> sorted = recent_ns_;
+        std::nth_element(sorted.begin(), sorted.begin() + kGuardWindow / 2, sorted.end());
+        const double median = static_cast<double>(sorted[kGuardWindow / 2]);
+        if (median > static_cast<double>(gpu_.deadline_ns) * (1.0 + guard_pct_ / 100.0)) {
+          Fallback(position, "guard", out);
+          counters_.guard_tripped = true;
+          return;
+        }
+      }
+    }
+    following_ = true;
+    Place(it);
+  }
+  if (following_ && !locked) Fallback(position, "fallback", out);
+  size_t fired = 0;
+  while (fired < pending_.size() && pending_[fired].position <= position) {
+    const Pending& p = pending_[fired++];
+    Ask(p.mhz, p.pack, p.iteration, "pack", p.position, position, out);
+  }
+  pending_.erase(pending_.begin(), pending_.begin() + static_cast<ptrdiff_t>(fired));
+}
+
+}  // namespace emo::runtime

@@ -1,0 +1,219 @@
+// ClockTrigger (include/emo/runtime/clock_trigger.h): a plan's switches placed at launch
+// positions, fired in order ahead of their packs, skipped when redundant, abandoned for the
+// default clock when the loop changes or the guard trips; and the schedule's text form.
+#include "emo/runtime/clock_trigger.h"
+
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+namespace emo::runtime {
+namespace {
+
+// A loop of `n` launches per iteration, `step_ns` long, reported the way LaunchPeriodFinder
+// does once locked: iteration i completes at the first launch of iteration i + 1.
+class Loop {
+ public:
+  Loop(ClockTrigger* trigger, uint32_t n, int64_t step_ns) : trigger_(trigger), n_(n), step_ns_(step_ns) {}
+
+  // Runs `iterations` iterations of `n` launches (n may differ from the plan's), locked or not.
+  void Run(int iterations, uint32_t n, bool locked = true) {
+    for (int i = 0; i < iterations; ++i) {
+      for (uint32_t k = 0; k < n; ++k) {
+        std::vector<LaunchIteration> done;
+        if (k == 0 && have_previous_) {
+          LaunchIteration it;
+          it.first_launch = previous_first_;
+          it.launches = static_cast<uint32_t>(position_ - previous_first_);
+          it.start_ns = previous_start_;
+          it.end_ns = time_;
+          it.loop_index = loop_index_++;
+          done.push_back(it);
+        }
+        if (k == 0) {
+          previous_first_ = position_;
+          previous_start_ = time_;
+          have_previous_ = true;
+        }
+        std::vector<ClockTrigger::Switch> out;
+        trigger_->OnLaunch(position_, done, locked, &out);
+        for (auto& s : out) switches.push_back(s);
+        ++position_;
+        time_ += step_ns_ / n;
+      }
+    }
+  }
+  uint64_t position() const { return position_; }
+
+  std::vector<ClockTrigger::Switch> switches;
+
+ private:
+  ClockTrigger* trigger_;
+  uint32_t n_;
+  int64_t step_ns_;
+  uint64_t position_ = 0;
+  int64_t time_ = 0;
+  bool have_previous_ = false;
+  uint64_t previous_first_ = 0;
+  int64_t previous_start_ = 0;
+  uint64_t loop_index_ = 0;
+};
+
+ScheduleGpu TwoPacks() {
+  ScheduleGpu g;
+  g.calls_per_iteration = 10;
+  g.deadline_ns = 10'000'000;
+  g.gpu_name = "NVIDIA H200";
+  g.packs = {{0, -2, 1200}, {5, 3, 1500}};
+  return g;
+}
+
+TEST(ClockTriggerTest, EverySwitchOfThePlanFiresInOrderAheadOfItsPack) {
+  ClockTrigger trigger(TwoPacks(), 0);
+  Loop loop(&trigger, 10, 10'000'000);
+  loop.Run(8, 10);
+  const auto& s = loop.switches;
+  // Iteration 0 completes at launch 10; from then on each iteration has its two switches.
+  ASSERT_GE(s.size(), 12u);
+  // The first one, for pack 0 of iteration 1, was due two launches before it was placed.
+  EXPECT_STREQ(s[0].why, "pack");
+  EXPECT_EQ(s[0].pack, 0);
+  EXPECT_EQ(s[0].mhz, 1200u);
+  EXPECT_EQ(s[0].position, 8u);
+  EXPECT_EQ(s[0].late_by, 2u);
+  for (size_t i = 1; i < s.size(); ++i) {
+    // Alternating packs, each at its planned launch: pack 1 at call 3 of its iteration, pack 0
+    // at call 8 (two before the next iteration's first call), never late, ahead of its pack.
+    EXPECT_EQ(s[i].pack, static_cast<int>(i % 2)) << i;
+    EXPECT_EQ(s[i].late_by, 0u) << i;
+    const uint64_t iteration_start = static_cast<uint64_t>(s[i].iteration) * 10;
+    if (s[i].pack == 1) {
+      EXPECT_EQ(s[i].mhz, 1500u);
+      EXPECT_EQ(s[i].position, iteration_start + 3);
+      EXPECT_LT(s[i].position, iteration_start + 5);  // ahead of the pack's first call
+    } else {
+      EXPECT_EQ(s[i].mhz, 1200u);
+      EXPECT_EQ(s[i].position, iteration_start - 2);
+    }
+    EXPECT_GT(s[i].position, s[i - 1].position);
+  }
+  EXPECT_EQ(trigger.counters().late, 1u);
+  EXPECT_EQ(trigger.counters().fallbacks, 0u);
+  EXPECT_EQ(trigger.counters().switches, s.size());
+}
+
+TEST(ClockTriggerTest, ASwitchToTheClockInEffectIsSkipped) {
+  ScheduleGpu g = TwoPacks();
+  g.packs = {{0, -1, 1400}};
+  ClockTrigger trigger(g, 0);
+  Loop loop(&trigger, 10, 1'000'000);
+  loop.Run(6, 10);
+  ASSERT_EQ(loop.switches.size(), 1u);
+  EXPECT_EQ(loop.switches[0].mhz, 1400u);
+  EXPECT_EQ(trigger.counters().redundant, 5u);  // iterations 2..6 asked again
+  EXPECT_EQ(trigger.current_mhz(), 1400u);
+}
+
+TEST(ClockTriggerTest, ALoopThatStopsMatchingThePlanGoesBackToTheDefaultClockOnceAndResumes) {
+  ClockTrigger trigger(TwoPacks(), 0);
+  Loop loop(&trigger, 10, 1'000'000);
+  loop.Run(4, 10);
+  const size_t before = loop.switches.size();
+  ASSERT_GT(before, 0u);
+  loop.Run(5, 7);  // another loop (7 launches per iteration)
+  // The last planned iteration completes at the new loop's first launch and may still place a
+  // switch; the first iteration of 7 launches ends the following, with one reset.
+  size_t fallback = before;
+  while (fallback < loop.switches.size() && std::string(loop.switches[fallback].why) != "fallback") ++fallback;
+  ASSERT_LT(fallback, loop.switches.size());
+  EXPECT_LE(fallback, before + 1);
+  EXPECT_EQ(loop.switches[fallback].mhz, 0u);
+  EXPECT_EQ(loop.switches.size(), fallback + 1);  // then nothing while it runs
+  EXPECT_EQ(trigger.counters().fallbacks, 1u);
+  EXPECT_EQ(trigger.current_mhz(), 0u);
+  loop.Run(4, 10);  // the plan's loop again
+  ASSERT_GT(loop.switches.size(), fallback + 1);
+  EXPECT_STREQ(loop.switches[fallback + 1].why, "pack");
+  EXPECT_NE(loop.switches.back().mhz, 0u);
+  EXPECT_EQ(trigger.counters().fallbacks, 1u);
+}
+
+TEST(ClockTriggerTest, ALostLockFallsBack) {
+  ClockTrigger trigger(TwoPacks(), 0);
+  Loop loop(&trigger, 10, 1'000'000);
+  loop.Run(4, 10);
+  loop.Run(1, 10, /*locked=*/false);
+  ASSERT_FALSE(loop.switches.empty());
+  const auto& last = loop.switches.back();
+  EXPECT_EQ(last.mhz, 0u);
+  EXPECT_STREQ(last.why, "fallback");
+}
+
+TEST(ClockTriggerTest, TheGuardReturnsToTheDefaultClockForGoodWhenIterationsRunLong) {
+  ScheduleGpu g = TwoPacks();
+  g.deadline_ns = 10'000'000;
+  ClockTrigger trigger(g, 5.0);
+  Loop fast(&trigger, 10, 10'400'000);  // 4 % over the deadline: within the 5 % guard
+  fast.Run(12, 10);
+  EXPECT_FALSE(trigger.counters().guard_tripped);
+  for (const auto& s : fast.switches) EXPECT_STRNE(s.why, "guard");
+
+  ClockTrigger slow_trigger(g, 5.0);
+  Loop slow(&slow_trigger, 10, 10'600'000);  // 6 % over
+  slow.Run(12, 10);
+  EXPECT_TRUE(slow_trigger.counters().guard_tripped);
+  ASSERT_FALSE(slow.switches.empty());
+  EXPECT_STREQ(slow.switches.back().why, "guard");
+  EXPECT_EQ(slow.switches.back().mhz, 0u);
+  // Five followed iterations (the guard's window), then no more switches.
+  EXPECT_EQ(slow_trigger.counters().iterations_followed, 5u);
+  const size_t n = slow.switches.size();
+  slow.Run(5, 10);
+  EXPECT_EQ(slow.switches.size(), n);
+}
+
+TEST(ClockScheduleTest, TextRoundTripAndRankPick) {
+  ClockSchedule s;
+  s.actuator = "dry-run";
+  s.log_path = "/tmp/x y.jsonl";
+  s.policy = "p.json";
+  s.guard_pct = 5;
+  ScheduleGpu a = TwoPacks();
+  a.rank = 0;
+  ScheduleGpu b = TwoPacks();
+  b.rank = 1;
+  b.device = 1;
+  b.packs = {{0, -3, 990}};
+  s.gpus = {a, b};
+  ClockSchedule back;
+  std::string error;
+  ASSERT_TRUE(ParseClockSchedule(FormatClockSchedule(s), &back, &error)) << error;
+  EXPECT_EQ(back.actuator, "dry-run");
+  EXPECT_EQ(back.log_path, "/tmp/x y.jsonl");
+  EXPECT_EQ(back.guard_pct, 5);
+  ASSERT_EQ(back.gpus.size(), 2u);
+  EXPECT_EQ(back.gpus[0].gpu_name, "NVIDIA H200");
+  EXPECT_EQ(back.gpus[1].packs.size(), 1u);
+  EXPECT_EQ(back.gpus[1].packs[0].switch_call, -3);
+  EXPECT_EQ(back.gpus[1].packs[0].mhz, 990u);
+  EXPECT_EQ(PickScheduleGpu(back, 1, 0), &back.gpus[1]);
+  EXPECT_EQ(PickScheduleGpu(back, 7, 0), nullptr);
+  EXPECT_EQ(PickScheduleGpu(back, -1, 0), nullptr);  // ranked entries need a rank
+}
+
+TEST(ClockScheduleTest, BrokenSchedulesAreRefusedWithTheLine) {
+  ClockSchedule s;
+  std::string error;
+  EXPECT_FALSE(ParseClockSchedule("hello\n", &s, &error));
+  EXPECT_NE(error.find("not an emo clock schedule"), std::string::npos);
+  EXPECT_FALSE(ParseClockSchedule("emo-clock-schedule 1\nactuator nvml\npack 0 0 100\n", &s, &error));
+  EXPECT_EQ(error, "line 3 of the clock schedule is not understood: pack 0 0 100");
+  EXPECT_FALSE(ParseClockSchedule("emo-clock-schedule 1\nactuator nvml\ngpu 0 0 0 5 X\n", &s, &error));
+  EXPECT_NE(error.find("line 3"), std::string::npos);
+  EXPECT_FALSE(ParseClockSchedule("emo-clock-schedule 1\nactuator nvml\n", &s, &error));
+  EXPECT_EQ(error, "the clock schedule names no actuator or no GPU");
+}
+
+}  // namespace
+}  // namespace emo::runtime
