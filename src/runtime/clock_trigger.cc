@@ -146,6 +146,9 @@ void ClockTrigger::Place(const LaunchIteration& done) {
 void ClockTrigger::OnLaunch(uint64_t position, const std::vector<LaunchIteration>& completed, bool locked,
                             std::vector<Switch>* out) {
   if (counters_.guard_tripped) return;
+  // Switches are placed from the newest iteration that matches the plan: a finder that just
+  // locked reports older iterations too, whose switches are long past.
+  const LaunchIteration* newest = nullptr;
   for (const LaunchIteration& it : completed) {
     if (it.launches != gpu_.calls_per_iteration) {
       if (following_) Fallback(position, "fallback", out);
@@ -167,9 +170,10 @@ void ClockTrigger::OnLaunch(uint64_t position, const std::vector<LaunchIteration
       }
     }
     following_ = true;
-    Place(it);
+    newest = &it;
   }
   if (following_ && !locked) Fallback(position, "fallback", out);
+  if (following_ && newest != nullptr) Place(*newest);
   size_t fired = 0;
   while (fired < pending_.size() && pending_[fired].position <= position) {
     const Pending& p = pending_[fired++];

@@ -356,6 +356,16 @@ bool Tracer::Start(const InjectConfig& config, std::string* error) {
     return false;
   }
   finder_.emplace();
+  if (const char* schedule = std::getenv(kRunScheduleEnv); schedule != nullptr && *schedule != '\0') {
+    clock_follower_ = std::make_unique<ClockFollower>();
+    std::string why;
+    if (clock_follower_->Load(schedule, &why)) {
+      config_.anchor = 0;  // switches are placed by launch: the launch callbacks stay on
+    } else {
+      std::fprintf(stderr, "emo run: %s; the clocks are left at the default\n", why.c_str());
+      clock_follower_.reset();
+    }
+  }
   if (config_.mode == TraceMode::kTrace) window_.emplace(config_.warmup, config_.iterations, /*pretrace=*/true);
   const size_t pool = static_cast<size_t>(config_.buffer_pool_mib) << 20;
   if (!writer_.Start(fd, path_, pool, [this](uint32_t context) { return DeviceOfContext(context); })) {
@@ -393,6 +403,7 @@ bool Tracer::Start(const InjectConfig& config, std::string* error) {
   // Pretrace: on until the first loop is found (the window decides from there), so a program
   // whose iterations are never found is traced from start to exit.
   if (config_.mode == TraceMode::kTrace) SetActivities(true);
+  if (clock_follower_) clock_follower_->Start(&driver_);
   control_ = std::thread([this] { ControlLoop(); });
   return true;
 }
@@ -558,6 +569,7 @@ void Tracer::OnResource(CUpti_CallbackId cbid, const CUpti_ResourceData* data) {
       context_devices_[context] = device;
     }
     gpus_.AddDevice(device);
+    if (clock_follower_) clock_follower_->OnDevice(device);
   } else if (cbid == CUPTI_CBID_RESOURCE_CONTEXT_DESTROY_STARTING) {
     // The context's records must leave CUPTI's buffers before the context goes.
     if (ever_traced_.load(std::memory_order_acquire)) {
@@ -663,8 +675,10 @@ void Tracer::Shutdown(const char* reason) {
   if (activities_on_ || api_on_) SetActivities(false, /*api_too=*/true);
   if (ever_traced_.load()) EMO_CUPTI_OK(cuptiActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED));
   EMO_CUPTI_OK(cuptiUnsubscribe(subscriber_));
+  // The clock goes back to the default before the slow parts of the exit.
+  const std::string run_meta = clock_follower_ ? clock_follower_->Stop() : std::string();
   gpus_.Stop();
-  std::string m;
+  std::string m = run_meta;
   auto put = [&m](const char* key, const std::string& value) { m += std::string(key) + "=" + OneLine(value) + "\n"; };
   put("end.reason", reason);
   put("end.cupti_ns", std::to_string(CuptiNow()));

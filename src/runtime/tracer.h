@@ -23,6 +23,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "clock_follower.h"
 #include "clock_reference.h"
 #include "driver_api.h"
 #include "emo/runtime/anchor_finder.h"
@@ -117,6 +118,8 @@ class Tracer {
 
   TraceWriter writer_;
   GpuMonitor gpus_;
+  // `emo run`: follows a clock policy (EMO_RUN_SCHEDULE); null when not asked or not loadable.
+  std::unique_ptr<ClockFollower> clock_follower_;
   LaunchRing launches_{16};
   std::atomic<uint64_t> launches_seen_{0};
 

@@ -86,12 +86,14 @@ void Tracer::DrainControl() {
     ++kernel_launches;
     if (nvtx_source_) {
       ++nvtx_launches_;
-      continue;
+      if (!clock_follower_) continue;
     }
     if (follower_) continue;  // made before the launch callbacks went off
     found.clear();
     finder_->Add(launch.signature, launch.time_ns, &found);
-    if (found.empty()) continue;
+    // `emo run` places its switches by launch, whatever marks the iterations in the trace.
+    if (clock_follower_) clock_follower_->OnLaunch(finder_->launches() - 1, found, finder_->locked());
+    if (found.empty() || nvtx_source_) continue;
     // Loop ids go on from those of finders replaced after an anchor was given up.
     for (LaunchIteration& it : found) it.loop += loop_offset_;
     OnLaunchIterations(found);

@@ -40,9 +40,10 @@ std::string Canonical(const char* id) {
   return text;
 }
 
+// Never destroyed: handles stay valid for callers in exit handlers, as NVML's do.
 const std::vector<Gpu>& Gpus() {
-  static const std::vector<Gpu> gpus = [] {
-    std::vector<Gpu> out;
+  static const std::vector<Gpu>* gpus = [] {
+    auto* out = new std::vector<Gpu>();
     const char* env = std::getenv("FAKE_NVML_GPUS");
     std::string list = env != nullptr && *env != '\0' ? env : "0000:19:00.0=NVIDIA H200";
     size_t start = 0;
@@ -50,13 +51,13 @@ const std::vector<Gpu>& Gpus() {
       const size_t end = list.find(',', start);
       const std::string item = list.substr(start, end == std::string::npos ? std::string::npos : end - start);
       const size_t eq = item.find('=');
-      if (eq != std::string::npos) out.push_back({Canonical(item.substr(0, eq).c_str()), item.substr(eq + 1)});
+      if (eq != std::string::npos) out->push_back({Canonical(item.substr(0, eq).c_str()), item.substr(eq + 1)});
       if (end == std::string::npos) break;
       start = end + 1;
     }
     return out;
   }();
-  return gpus;
+  return *gpus;
 }
 
 void Log(const std::string& line) {

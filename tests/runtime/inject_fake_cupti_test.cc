@@ -13,6 +13,7 @@
 #include <thread>
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
 #include <functional>
 #include <map>
 #include <sstream>
@@ -54,6 +55,11 @@ ChildResult RunChild(const std::map<std::string, std::string>& env, const std::f
     dup2(err_pipe[1], 2);
     close(err_pipe[0]);
     for (const auto& [k, v] : env) setenv(k.c_str(), v.c_str(), 1);
+    // `emo run`'s tests name the GPU through a stand-in driver, loaded as a CUDA program has it.
+    if (env.count("TEST_FAKE_CUDA") != 0 && dlopen(EMO_FAKE_CUDA_PATH, RTLD_NOW | RTLD_GLOBAL) == nullptr) {
+      std::fprintf(stderr, "dlopen fake cuda: %s\n", dlerror());
+      _exit(9);
+    }
     void* fake = dlopen(EMO_FAKE_CUPTI_PATH, RTLD_NOW | RTLD_GLOBAL);
     if (fake == nullptr) {
       std::fprintf(stderr, "dlopen fake: %s\n", dlerror());
@@ -436,6 +442,170 @@ TEST_F(InjectFakeCuptiTest, AnchorOffFollowsEveryLaunch) {
   EXPECT_EQ(meta["anchor.follows"], "0");
   EXPECT_EQ(meta["launches.seen"], "150");
   EXPECT_EQ(meta.count("iteration.anchor"), 0u);
+}
+
+
+// --- `emo run`: the injection library follows a clock schedule (src/runtime/clock_follower.cc)
+
+// The schedule of the run tests: 5 launches per iteration; pack 0 (1200 MHz) from the first
+// launch, asked for after the previous iteration's last; pack 1 (1500 MHz) from the fourth
+// launch (call 3), asked for after the third (call 2).
+std::string RunSchedule(const std::string& actuator, const std::string& log) {
+  return "emo-clock-schedule 1\nactuator " + actuator + "\n" + (log.empty() ? "" : "log " + log + "\n") +
+         "policy test-policy.json\nguard_pct 0\ngpu -1 0 5 100000000 NVIDIA H200\npack 0 -1 1200\npack 3 2 1500\n";
+}
+
+// The clock the schedule holds after launch `q` (0-based in its iteration) once followed.
+unsigned PlannedAfter(uint64_t q) { return q == 2 || q == 3 ? 1500u : 1200u; }
+
+// A text file's contents, "" when it does not exist.
+std::string ReadText(const std::filesystem::path& path) {
+  const std::vector<unsigned char> bytes = ReadFile(path.string());
+  return std::string(bytes.begin(), bytes.end());
+}
+
+// The fake NVML's state line for the GPU ("0000:19:00.0 <MHz>"), "" when nothing was set.
+std::string FakeNvmlState(const std::filesystem::path& state) { return ReadText(state); }
+
+class InjectRunTest : public InjectFakeCuptiTest {
+ protected:
+  std::map<std::string, std::string> Env(const std::string& actuator) {
+    std::ofstream(dir_ / "schedule") << RunSchedule(actuator, actuator == "nvml" ? "" : (dir_ / "switches.jsonl").string());
+    return {{"EMO_TRACE_OUT", Out()},
+            {"RANK", "0"},
+            {"EMO_TRACE_MODE", "monitor"},
+            {"EMO_TRACE_NVML", "0"},
+            {"EMO_RUN_SCHEDULE", (dir_ / "schedule").string()},
+            {"EMO_RUN_JOURNAL", (dir_ / "journal").string()},
+            {"EMO_NVML_LIBRARY", EMO_FAKE_NVML_PATH},
+            {"FAKE_NVML_LOG", (dir_ / "nvml.log").string()},
+            {"FAKE_NVML_STATE", (dir_ / "nvml.state").string()},
+            {"TEST_FAKE_CUDA", "1"}};
+  }
+  // Calls the fake NVML logged after nvmlInit: "Set <MHz>" or "Reset".
+  std::vector<std::string> ControlCalls() const {
+    std::vector<std::string> calls;
+    for (const std::string& line : Lines(ReadText(dir_ / "nvml.log"))) {
+      if (const size_t at = line.find("nvmlDeviceSetGpuLockedClocks "); at != std::string::npos) {
+        std::istringstream f(line.substr(at));
+        std::string call, pci, lo, hi;
+        f >> call >> pci >> lo >> hi;
+        calls.push_back("Set " + hi);
+      } else if (line.find("nvmlDeviceResetGpuLockedClocks") != std::string::npos) {
+        calls.push_back("Reset");
+      }
+    }
+    return calls;
+  }
+};
+
+TEST_F(InjectRunTest, EverySwitchHappensInOrderAheadOfItsPackAndTheClockIsResetAtExit) {
+  const std::filesystem::path state = dir_ / "nvml.state";
+  const ChildResult r = RunChild(Env("nvml"), [&](const Hooks& h) {
+    Loop loop(h);
+    h.create_context(0);
+    bool following = false;
+    for (int iteration = 0; iteration < 16; ++iteration) {
+      for (int i = 0; i < 5; ++i) {
+        loop.Launch(i);
+        if (!following) {
+          // The loop is found after a few iterations; the first locks follow at once.
+          std::this_thread::sleep_for(std::chrono::milliseconds(3));
+          following = !FakeNvmlState(state).empty();
+          continue;
+        }
+        // Before the next launch, the clock this launch's position calls for must be in effect:
+        // the switch into pack 1 is made before its first launch (call 3), the one into pack 0
+        // before the next iteration's first.
+        const std::string want = "0000:19:00.0 " + std::to_string(PlannedAfter(static_cast<uint64_t>(i))) + "\n";
+        const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(kWaitMs);
+        while (FakeNvmlState(state) != want && std::chrono::steady_clock::now() < deadline) {
+          std::this_thread::sleep_for(std::chrono::microseconds(200));
+        }
+        if (FakeNvmlState(state) != want) {
+          std::fprintf(stderr, "TEST: after launch %d of iteration %d the GPU holds '%s', not '%s'\n", i, iteration,
+                       FakeNvmlState(state).c_str(), want.c_str());
+        }
+      }
+    }
+  });
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.err.find("TEST:"), std::string::npos) << r.err;
+  EXPECT_EQ(r.err.find("emo run"), std::string::npos) << r.err;
+  // Back at the default clock, and the GPU is in the journal the watchdog reads.
+  EXPECT_EQ(FakeNvmlState(state), "0000:19:00.0 0\n");
+  EXPECT_EQ(ReadText(dir_ / "journal"), "0000:19:00.0\n");
+  // The calls: alternating 1200 / 1500 (never the same twice in a row), the reset last.
+  const auto calls = ControlCalls();
+  ASSERT_GE(calls.size(), 2u * 10);
+  EXPECT_EQ(calls.back(), "Reset");
+  for (size_t i = 0; i + 1 < calls.size(); ++i) {
+    EXPECT_TRUE(calls[i] == "Set 1200" || calls[i] == "Set 1500") << i << ": " << calls[i];
+    if (i > 0) {
+      EXPECT_NE(calls[i], calls[i - 1]) << i;
+    }
+  }
+  auto meta = Meta(Read("0"));
+  EXPECT_EQ(meta["run.followed"], "1");
+  EXPECT_EQ(meta["run.actuator"], "nvml");
+  EXPECT_EQ(meta["run.gpu"], "0000:19:00.0");
+  EXPECT_EQ(meta["run.switches_failed"], "0");
+  EXPECT_EQ(meta["run.fallbacks"], "0");
+  EXPECT_EQ(meta["run.clock_at_exit"], "default");
+  EXPECT_EQ(std::stoul(meta["run.switches_applied"]), calls.size() - 1);
+  // Each switch after the first is on time (the first is placed when the loop is found).
+  EXPECT_LE(std::stoul(meta["run.switches_late"]), 2u);
+  EXPECT_GE(std::stoul(meta["run.iterations_followed"]), 10u);
+}
+
+TEST_F(InjectRunTest, APolicyForAnotherGpuIsRefusedAndNothingIsSet) {
+  auto env = Env("nvml");
+  env["FAKE_CUDA_NAME"] = "NVIDIA A100-SXM4-80GB";
+  const ChildResult r = RunChild(env, [](const Hooks& h) {
+    Loop loop(h);
+    h.create_context(0);
+    for (int iteration = 0; iteration < 12; ++iteration) loop.Iteration();
+  });
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.err.find("emo run (test-policy.json): the policy was made for NVIDIA H200 and this process runs on "
+                       "NVIDIA A100-SXM4-80GB (0000:19:00.0); make a policy from a trace of this GPU; the clocks are "
+                       "left at the default"),
+            std::string::npos)
+      << r.err;
+  EXPECT_TRUE(ControlCalls().empty());
+  EXPECT_FALSE(std::filesystem::exists(dir_ / "journal"));
+  auto meta = Meta(Read("0"));
+  EXPECT_EQ(meta["run.followed"], "0");
+  EXPECT_NE(meta["run.not_followed_because"].find("NVIDIA A100-SXM4-80GB"), std::string::npos);
+}
+
+TEST_F(InjectRunTest, DryRunLogsTheSwitchesWithTheirPacksAndChangesNothing) {
+  const ChildResult r = RunChild(Env("dry-run"), [](const Hooks& h) {
+    Loop loop(h);
+    h.create_context(0);
+    for (int iteration = 0; iteration < 12; ++iteration) {
+      for (int i = 0; i < 5; ++i) {
+        loop.Launch(i);
+        std::this_thread::sleep_for(std::chrono::milliseconds(2));
+      }
+    }
+  });
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_TRUE(ControlCalls().empty());
+  const auto lines = Lines(ReadText(dir_ / "switches.jsonl"));
+  ASSERT_GE(lines.size(), 3u);
+  size_t locks = 0;
+  for (const auto& line : lines) {
+    EXPECT_NE(line.find("\"actuator\":\"dry-run\""), std::string::npos) << line;
+    EXPECT_NE(line.find("\"gpu\":\"0000:19:00.0\""), std::string::npos) << line;
+    if (line.find("\"action\":\"lock\"") != std::string::npos) {
+      ++locks;
+      EXPECT_TRUE(line.find("\"pack\":0") != std::string::npos || line.find("\"pack\":1") != std::string::npos) << line;
+    }
+  }
+  EXPECT_GE(locks, 2u);
+  EXPECT_NE(lines.back().find("\"action\":\"reset\""), std::string::npos) << lines.back();
+  EXPECT_NE(lines.back().find("\"why\":\"exit\""), std::string::npos) << lines.back();
 }
 
 }  // namespace

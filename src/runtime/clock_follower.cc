@@ -1,0 +1,214 @@
+#include "clock_follower.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <sstream>
+
+namespace emo::runtime {
+namespace {
+
+std::string OneLine(std::string s) {
+  for (char& c : s) {
+    if (c == '\n' || c == '\r') c = ' ';
+  }
+  return s;
+}
+
+}  // namespace
+
+bool ClockFollower::Load(const std::string& schedule_path, std::string* error) {
+  schedule_path_ = schedule_path;
+  std::ifstream in(schedule_path);
+  if (!in) {
+    *error = "cannot read the clock schedule " + schedule_path + " (" + std::strerror(errno) + ")";
+    return false;
+  }
+  std::stringstream text;
+  text << in.rdbuf();
+  if (!ParseClockSchedule(text.str(), &schedule_, error)) {
+    *error = schedule_path + ": " + *error;
+    return false;
+  }
+  ActuatorOptions options;
+  options.log_path = schedule_.log_path;
+  actuator_ = MakeActuator(schedule_.actuator, options, error);
+  if (actuator_ == nullptr) return false;
+  if (const char* rank = std::getenv("RANK"); rank != nullptr && *rank != '\0') rank_ = std::atoi(rank);
+  return true;
+}
+
+void ClockFollower::Start(const DriverApi* driver) {
+  driver_ = driver;
+  thread_ = std::thread([this] { Run(); });
+}
+
+void ClockFollower::OnDevice(uint32_t ordinal) {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (device_) return;
+    device_ = ordinal;
+  }
+  wake_.notify_one();
+}
+
+void ClockFollower::OnLaunch(uint64_t position, const std::vector<LaunchIteration>& completed, bool locked) {
+  if (!ready_.load(std::memory_order_acquire)) return;
+  due_.clear();
+  trigger_->OnLaunch(position, completed, locked, &due_);
+  if (due_.empty()) return;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    queue_.insert(queue_.end(), due_.begin(), due_.end());
+  }
+  wake_.notify_one();
+}
+
+bool ClockFollower::Attach(uint32_t ordinal) {
+  const std::string where = "emo run (" + schedule_.policy + ")";
+  DeviceIdentity id;
+  if (driver_ == nullptr || !driver_->Identify(static_cast<int>(ordinal), &id) || id.pci_bus_id.empty()) {
+    refused_ = "the CUDA driver does not say which GPU CUDA device " + std::to_string(ordinal) + " is";
+  } else if (const ScheduleGpu* plan = PickScheduleGpu(schedule_, rank_, static_cast<int>(ordinal)); plan == nullptr) {
+    refused_ = "the policy has no plan for this process (rank " + std::to_string(rank_) + ", CUDA device " +
+               std::to_string(ordinal) + ")";
+  } else if (plan->gpu_name != id.name) {
+    refused_ = "the policy was made for " + plan->gpu_name + " and this process runs on " + id.name + " (" +
+               id.pci_bus_id + "); make a policy from a trace of this GPU";
+  } else {
+    std::string error;
+    slot_ = actuator_->Open(id.pci_bus_id, &gpu_, &error);
+    if (slot_ < 0) {
+      refused_ = error;
+    } else {
+      trigger_.emplace(*plan, schedule_.guard_pct);
+      ready_.store(true, std::memory_order_release);
+      return true;
+    }
+  }
+  std::fprintf(stderr, "%s: %s; the clocks are left at the default\n", where.c_str(), refused_.c_str());
+  return false;
+}
+
+void ClockFollower::Journal(const std::string& pci_bus_id) {
+  // Before the first lock: `emo run`'s watchdog resets every GPU named here, whatever kills the
+  // program.
+  if (journaled_) return;
+  journaled_ = true;
+  const char* path = std::getenv(kRunJournalEnv);
+  if (path == nullptr || *path == '\0') return;
+  const int fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+  if (fd < 0) return;
+  const std::string line = pci_bus_id + "\n";
+  (void)!write(fd, line.data(), line.size());
+  fsync(fd);
+  close(fd);
+}
+
+void ClockFollower::Apply(const ClockTrigger::Switch& s) {
+  if (!refused_.empty()) return;
+  // The newest of coalesced requests can be the clock already set.
+  if (s.mhz == applied_mhz_) return;
+  std::string error;
+  bool ok = false;
+  if (s.mhz == 0) {
+    ok = actuator_->Reset(slot_, s.why, &error);
+  } else {
+    Journal(gpu_.pci_bus_id);
+    SwitchRequest r;
+    r.mhz = s.mhz;
+    r.pack = s.pack;
+    r.iteration = s.iteration;
+    r.why = s.why;
+    ok = actuator_->Lock(slot_, r, &error);
+  }
+  if (ok) {
+    ++applied_;
+    applied_mhz_ = s.mhz;
+    return;
+  }
+  ++failed_;
+  last_error_ = error;
+  refused_ = error;
+  std::fprintf(stderr, "emo run (%s): %s; the plan is no longer followed\n", schedule_.policy.c_str(), error.c_str());
+  // Whatever the failed call left, the default clock is the safe state.
+  if (s.mhz != 0 && applied_mhz_ != 0) {
+    std::string ignored;
+    if (actuator_->Reset(slot_, "error", &ignored)) applied_mhz_ = 0;
+  }
+}
+
+void ClockFollower::Run() {
+  std::unique_lock<std::mutex> lock(mutex_);
+  while (true) {
+    wake_.wait(lock, [&] { return stop_ || (device_ && !attached_) || !queue_.empty(); });
+    if (device_ && !attached_) {
+      attached_ = true;
+      const uint32_t ordinal = *device_;
+      lock.unlock();
+      Attach(ordinal);
+      lock.lock();
+      continue;
+    }
+    if (!queue_.empty()) {
+      // Only the newest request matters when several wait (a late thread must not replay old
+      // clocks); the ones passed over are counted as coalesced.
+      const ClockTrigger::Switch s = queue_.back();
+      coalesced_ += queue_.size() - 1;
+      queue_.clear();
+      lock.unlock();
+      Apply(s);
+      lock.lock();
+      continue;
+    }
+    if (stop_) return;
+  }
+}
+
+std::string ClockFollower::Stop() {
+  if (stopped_) return "";
+  stopped_ = true;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    stop_ = true;
+  }
+  wake_.notify_one();
+  if (thread_.joinable()) thread_.join();
+  if (applied_mhz_ != 0 && slot_ >= 0) {
+    std::string error;
+    if (actuator_->Reset(slot_, "exit", &error)) {
+      applied_mhz_ = 0;
+    } else {
+      std::fprintf(stderr, "emo run (%s): resetting the clock at exit failed: %s; emo run's watchdog resets it\n",
+                   schedule_.policy.c_str(), error.c_str());
+    }
+  }
+  std::string m;
+  auto put = [&m](const char* key, const std::string& value) { m += std::string("run.") + key + "=" + OneLine(value) + "\n"; };
+  put("policy", schedule_.policy);
+  put("actuator", schedule_.actuator);
+  put("gpu", gpu_.pci_bus_id);
+  put("followed", refused_.empty() && trigger_ ? "1" : "0");
+  if (!refused_.empty()) put("not_followed_because", refused_);
+  if (trigger_) {
+    const auto& c = trigger_->counters();
+    put("switches", std::to_string(c.switches));
+    put("switches_applied", std::to_string(applied_));
+    put("switches_failed", std::to_string(failed_));
+    put("switches_coalesced", std::to_string(coalesced_));
+    put("switches_redundant", std::to_string(c.redundant));
+    put("switches_late", std::to_string(c.late));
+    put("fallbacks", std::to_string(c.fallbacks));
+    put("iterations_followed", std::to_string(c.iterations_followed));
+    put("guard_tripped", c.guard_tripped ? "1" : "0");
+  }
+  put("clock_at_exit", applied_mhz_ == 0 ? "default" : std::to_string(applied_mhz_));
+  return m;
+}
+
+}  // namespace emo::runtime

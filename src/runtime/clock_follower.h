@@ -1,0 +1,82 @@
+// The injection library's part of `emo run`: it reads the clock schedule `emo run` wrote
+// (EMO_RUN_SCHEDULE), checks the process's GPU against the plan's, and carries out the switches
+// ClockTrigger finds in the program's launches on a thread of its own, through an actuator. The
+// clock it changed goes back to the default when the program exits normally; `emo run`'s
+// watchdog covers every other ending (docs/actuators.md).
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "driver_api.h"
+#include "emo/runtime/actuator.h"
+#include "emo/runtime/clock_trigger.h"
+
+namespace emo::runtime {
+
+inline constexpr const char* kRunScheduleEnv = "EMO_RUN_SCHEDULE";
+inline constexpr const char* kRunJournalEnv = "EMO_RUN_JOURNAL";
+
+class ClockFollower {
+ public:
+  ClockFollower() = default;
+  ClockFollower(const ClockFollower&) = delete;
+  ClockFollower& operator=(const ClockFollower&) = delete;
+
+  // Reads the schedule and makes its actuator; false with `error` when either fails.
+  bool Load(const std::string& schedule_path, std::string* error);
+  // Starts the switching thread.
+  void Start(const DriverApi* driver);
+  // A CUDA device the process uses; the first one is the GPU the plan is followed on. Any thread.
+  void OnDevice(uint32_t ordinal);
+  // Control thread: the launch at `position` and the iterations it completed (LaunchPeriodFinder).
+  void OnLaunch(uint64_t position, const std::vector<LaunchIteration>& completed, bool locked);
+  // Stops the thread and puts the clock back if it was changed. Returns meta lines
+  // ("run.<key>=<value>\n") for the trace.
+  std::string Stop();
+
+ private:
+  void Run();
+  // Switching thread: identifies the GPU, checks it against the plan, opens the actuator.
+  bool Attach(uint32_t ordinal);
+  void Apply(const ClockTrigger::Switch& s);
+  void Journal(const std::string& pci_bus_id);
+
+  ClockSchedule schedule_;
+  std::string schedule_path_;
+  std::unique_ptr<Actuator> actuator_;
+  const DriverApi* driver_ = nullptr;
+  int rank_ = -1;
+
+  std::optional<ClockTrigger> trigger_;  // set by the switching thread before `ready_`
+  std::atomic<bool> ready_{false};
+  std::vector<ClockTrigger::Switch> due_;  // control thread's scratch
+
+  std::mutex mutex_;
+  std::condition_variable wake_;
+  bool stop_ = false;
+  std::optional<uint32_t> device_;  // the first device seen
+  bool attached_ = false;           // the switching thread looked at the device
+  std::deque<ClockTrigger::Switch> queue_;
+  std::thread thread_;
+
+  // Switching thread's state (read by Stop after the join).
+  int slot_ = -1;
+  ActuatorGpu gpu_;
+  std::string refused_;       // why the plan is not followed on this GPU
+  std::string last_error_;
+  uint64_t applied_ = 0, failed_ = 0, coalesced_ = 0;
+  unsigned applied_mhz_ = 0;  // 0: default
+  bool journaled_ = false;
+  bool stopped_ = false;
+};
+
+}  // namespace emo::runtime
