@@ -57,6 +57,11 @@ nlohmann::json RunToJson(const std::string& path, const trace::Trace& t) {
     per.push_back({{"ms", Ms(r.iteration_ns[i])}, {"traced", static_cast<bool>(r.iteration_traced[i])}});
   }
   j["iteration_times"] = per;
+  if (!r.policy_run.empty()) {
+    nlohmann::json run = nlohmann::json::object();
+    for (const auto& [key, value] : r.policy_run) run[key] = value;
+    j["policy_run"] = run;
+  }
   return j;
 }
 
@@ -109,6 +114,23 @@ std::string RunText(const std::string& path, const trace::Trace& t) {
                      r.dropped_records > 0 ? fmt::format("{} LOST (raise --buffer-mib or trace fewer iterations)",
                                                          Plural(static_cast<uint64_t>(r.dropped_records), "record"))
                                            : "none dropped");
+  }
+  if (!r.policy_run.empty()) {
+    const auto& p = r.policy_run;
+    auto get = [&p](const char* key) {
+      const auto it = p.find(key);
+      return it == p.end() ? std::string("?") : it->second;
+    };
+    if (get("followed") == "1") {
+      s += fmt::format("  clock policy      followed on {} through {}: {} switches asked, {} applied, {} failed, {} late, "
+                       "{} redundant skipped, {} fallbacks to the default clock{}; clock at exit: {}\n",
+                       get("gpu"), get("actuator"), get("switches"), get("switches_applied"), get("switches_failed"),
+                       get("switches_late"), get("switches_redundant"), get("fallbacks"),
+                       get("guard_tripped") == "1" ? ", GUARD TRIPPED (iterations ran over the target)" : "",
+                       get("clock_at_exit"));
+    } else {
+      s += fmt::format("  clock policy      NOT followed: {}\n", get("not_followed_because"));
+    }
   }
   if (!r.complete) s += fmt::format("  incomplete        {}\n", r.end_note);
   return s;

@@ -1,7 +1,10 @@
 #include "clock_follower.h"
 
 #include <fcntl.h>
+#include <signal.h>
 #include <unistd.h>
+
+#include <chrono>
 
 #include <cerrno>
 #include <cstdio>
@@ -40,6 +43,7 @@ bool ClockFollower::Load(const std::string& schedule_path, std::string* error) {
   actuator_ = MakeActuator(schedule_.actuator, options, error);
   if (actuator_ == nullptr) return false;
   if (const char* rank = std::getenv("RANK"); rank != nullptr && *rank != '\0') rank_ = std::atoi(rank);
+  if (const char* pid = std::getenv(kRunPidEnv); pid != nullptr && *pid != '\0') emo_pid_ = std::atoi(pid);
   return true;
 }
 
@@ -143,10 +147,26 @@ void ClockFollower::Apply(const ClockTrigger::Switch& s) {
   }
 }
 
+void ClockFollower::CheckEmo() {
+  if (emo_pid_ <= 0 || !refused_.empty() || kill(emo_pid_, 0) == 0 || errno != ESRCH) return;
+  refused_ = "emo run (pid " + std::to_string(emo_pid_) + ") is gone";
+  std::string error;
+  if (applied_mhz_ != 0 && actuator_->Reset(slot_, "emo gone", &error)) applied_mhz_ = 0;
+  std::fprintf(stderr, "emo run (%s): %s; the plan is no longer followed and the clock is back at the default\n",
+               schedule_.policy.c_str(), refused_.c_str());
+}
+
 void ClockFollower::Run() {
   std::unique_lock<std::mutex> lock(mutex_);
   while (true) {
-    wake_.wait(lock, [&] { return stop_ || (device_ && !attached_) || !queue_.empty(); });
+    // Every 200 ms at least: is `emo run` still there?
+    wake_.wait_for(lock, std::chrono::milliseconds(200),
+                   [&] { return stop_ || (device_ && !attached_) || !queue_.empty(); });
+    if (slot_ >= 0 && emo_pid_ > 0) {
+      lock.unlock();
+      CheckEmo();
+      lock.lock();
+    }
     if (device_ && !attached_) {
       attached_ = true;
       const uint32_t ordinal = *device_;

@@ -24,6 +24,9 @@ namespace emo::runtime {
 
 inline constexpr const char* kRunScheduleEnv = "EMO_RUN_SCHEDULE";
 inline constexpr const char* kRunJournalEnv = "EMO_RUN_JOURNAL";
+// The pid of `emo run`: when it is gone, nothing would reset the clock the program leaves, so the
+// plan is dropped and the clock reset at once.
+inline constexpr const char* kRunPidEnv = "EMO_RUN_PID";
 
 class ClockFollower {
  public:
@@ -49,12 +52,15 @@ class ClockFollower {
   bool Attach(uint32_t ordinal);
   void Apply(const ClockTrigger::Switch& s);
   void Journal(const std::string& pci_bus_id);
+  // Switching thread: drops the plan and resets the clock when `emo run` is gone.
+  void CheckEmo();
 
   ClockSchedule schedule_;
   std::string schedule_path_;
   std::unique_ptr<Actuator> actuator_;
   const DriverApi* driver_ = nullptr;
   int rank_ = -1;
+  int emo_pid_ = 0;  // 0: not watched
 
   std::optional<ClockTrigger> trigger_;  // set by the switching thread before `ready_`
   std::atomic<bool> ready_{false};

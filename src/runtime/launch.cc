@@ -128,6 +128,7 @@ Result<LaunchResult> RunUnderTracer(const LaunchOptions& o) {
       fmt::format("EMO_TRACE_BUFFER_MIB={}", o.buffer_mib),
   };
   if (!o.nvtx_regex.empty()) env.push_back("EMO_TRACE_NVTX_REGEX=" + o.nvtx_regex);
+  env.insert(env.end(), o.extra_env.begin(), o.extra_env.end());
   // The variables set above replace the caller's; any other (EMO_TRACE_ANCHOR, EMO_TRACE_NVML:
   // knobs with no command-line option) passes through.
   const size_t set_here = env.size();

@@ -71,6 +71,8 @@ bool NvmlLibrary::Load(const std::string& path, bool control, std::string* error
             Lookup(l, "nvmlDeviceGetName", &name_);
   Lookup(l, "nvmlErrorString", &error_string_);
   Lookup(l, "nvmlDeviceGetIndex", &index_);
+  Lookup(l, "nvmlDeviceGetCount_v2", &count_);
+  Lookup(l, "nvmlDeviceGetHandleByIndex_v2", &handle_by_index_);
   Lookup(l, "nvmlDeviceGetClockInfo", &clock_info_);
   Lookup(l, "nvmlDeviceGetSupportedMemoryClocks", &memory_clocks_);
   Lookup(l, "nvmlDeviceGetSupportedGraphicsClocks", &graphics_clocks_);
@@ -123,6 +125,29 @@ bool NvmlLibrary::Find(const std::string& pci_bus_id, Handle* handle, std::strin
   }
   std::sort(supported_mhz->begin(), supported_mhz->end());
   return true;
+}
+
+std::vector<std::string> NvmlLibrary::Names(std::string* error) const {
+  std::vector<std::string> names;
+  unsigned count = 0;
+  if (count_ == nullptr || handle_by_index_ == nullptr) {
+    *error = "NVML (" + path_ + ") lacks nvmlDeviceGetCount_v2 or nvmlDeviceGetHandleByIndex_v2";
+    return names;
+  }
+  if (const int rc = count_(&count); rc != kSuccess) {
+    *error = Describe("nvmlDeviceGetCount_v2", rc);
+    return names;
+  }
+  for (unsigned i = 0; i < count; ++i) {
+    Handle h = nullptr;
+    char text[96] = {};
+    if (handle_by_index_(i, &h) != kSuccess || name_(h, text, sizeof(text)) != kSuccess) {
+      names.emplace_back();
+      continue;
+    }
+    names.emplace_back(text);
+  }
+  return names;
 }
 
 bool NvmlLibrary::Lock(Handle handle, unsigned mhz, std::string* error) const {

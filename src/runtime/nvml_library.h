@@ -25,6 +25,8 @@ class NvmlLibrary {
   // memory clock.
   bool Find(const std::string& pci_bus_id, Handle* handle, std::string* name, int* index,
             std::vector<unsigned>* supported_mhz, std::string* error) const;
+  // The name of every GPU NVML sees, by NVML index; empty with `error` set when it cannot say.
+  std::vector<std::string> Names(std::string* error) const;
   bool Lock(Handle handle, unsigned mhz, std::string* error) const;
   bool Reset(Handle handle, std::string* error) const;
 
@@ -40,6 +42,8 @@ class NvmlLibrary {
   int (*shutdown_)() = nullptr;
   const char* (*error_string_)(int) = nullptr;
   int (*handle_by_pci_)(const char*, Handle*) = nullptr;
+  int (*count_)(unsigned*) = nullptr;
+  int (*handle_by_index_)(unsigned, Handle*) = nullptr;
   int (*name_)(Handle, char*, unsigned) = nullptr;
   int (*index_)(Handle, unsigned*) = nullptr;
   int (*clock_info_)(Handle, int, unsigned*) = nullptr;

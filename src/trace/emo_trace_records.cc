@@ -138,6 +138,9 @@ RunMeasurement MeasureRun(const EmoRecords& r) {
   m.complete = r.complete;
   m.end_note = r.end_note;
   for (const auto& d : r.dropped) m.dropped_records += static_cast<int64_t>(d.dropped);
+  for (const auto& [key, value] : r.meta) {
+    if (key.rfind("run.", 0) == 0) m.policy_run[key.substr(4)] = value;
+  }
 
   auto its = r.iterations;
   std::sort(its.begin(), its.end(), [](const auto& a, const auto& b) { return a.index < b.index; });

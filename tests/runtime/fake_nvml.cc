@@ -152,6 +152,17 @@ int nvmlDeviceGetHandleByPciBusId_v2(const char* id, void** handle) {
   return kNotFound;
 }
 
+int nvmlDeviceGetCount_v2(unsigned* count) {
+  *count = static_cast<unsigned>(Gpus().size());
+  return kSuccess;
+}
+
+int nvmlDeviceGetHandleByIndex_v2(unsigned index, void** handle) {
+  if (index >= Gpus().size()) return kInvalidArgument;
+  *handle = const_cast<Gpu*>(&Gpus()[index]);
+  return kSuccess;
+}
+
 int nvmlDeviceGetName(void* handle, char* name, unsigned length) {
   const Gpu* g = Of(handle);
   if (g == nullptr || name == nullptr) return kInvalidArgument;

@@ -1,8 +1,12 @@
-// emo trace / emo monitor: run an unmodified program under EMO's CUPTI tracer; trace a window of
-// its iterations (trace) or only time them and measure each GPU's energy (monitor).
+// emo trace / emo monitor / emo run: run an unmodified program under EMO's CUPTI tracer; trace a
+// window of its iterations (trace), only time them and measure each GPU's energy (monitor), or
+// do that while the program's clocks follow a policy (run).
 #include <fmt/format.h>
 
+#include <unistd.h>
+
 #include <algorithm>
+#include <cmath>
 #include <filesystem>
 #include <memory>
 #include <string>
@@ -13,8 +17,12 @@
 
 #include "cli_util.h"
 #include "commands.h"
+#include "emo/base/file.h"
 #include "emo/base/text.h"
+#include "emo/policy/policy_file.h"
 #include "emo/report/run_report.h"
+#include "emo/runtime/clock_trigger.h"
+#include "emo/runtime/clock_watchdog.h"
 #include "emo/runtime/launch.h"
 #include "emo/trace/reader.h"
 
@@ -28,13 +36,18 @@ struct TraceArgs {
 
 // Runs the program, then reads and reports every file its processes wrote. The exit code is the
 // program's when it failed, 1 when it ran but nothing was traced, 0 otherwise.
-int RunTraced(const char* command, TraceArgs args, bool keep_files) {
+// A fresh folder under the system's temporary one ("" when it cannot be made).
+std::string TempFolder(const char* stem) {
+  std::string dir = (std::filesystem::temp_directory_path() / (std::string(stem) + "_XXXXXX")).string();
+  return mkdtemp(dir.data()) == nullptr ? std::string() : dir;
+}
+
+int RunTraced(const char* command, TraceArgs args, bool keep_files, nlohmann::json extra = nlohmann::json::object()) {
   std::string temp_dir;
   if (!keep_files) {
-    // monitor: the files are only a channel from the program's processes to here.
-    std::string dir = (std::filesystem::temp_directory_path() / "emo_monitor_XXXXXX").string();
-    if (mkdtemp(dir.data()) == nullptr) return Fail(command, IoError("cannot create a temporary folder"));
-    temp_dir = dir;
+    // monitor, run: the files are only a channel from the program's processes to here.
+    temp_dir = TempFolder("emo_monitor");
+    if (temp_dir.empty()) return Fail(command, IoError("cannot create a temporary folder"));
     args.launch.output = temp_dir + "/%r.emotrace";
   }
   fmt::print(stderr, "emo {}: running {} ...\n", command, args.launch.command[0]);
@@ -86,6 +99,7 @@ int RunTraced(const char* command, TraceArgs args, bool keep_files) {
                         {"injection_library", run->injection_library},
                         {"traces", traces},
                         {"processes_without_gpu_work", no_gpu_work}};
+  out.update(extra);
   Status st = WriteJson(args.json, out);
   if (!st.ok()) return Fail(command, st);
   if (run->exit_code != 0) return run->exit_code;
@@ -108,7 +122,124 @@ void AddLaunchFlags(CLI::App* cmd, TraceArgs& args) {
   cmd->add_option("command", args.launch.command, "The program and its arguments, after `--`")->required();
 }
 
+struct RunArgs {
+  TraceArgs trace;
+  std::string policy;
+  std::string actuator = "dry-run";
+  double guard_pct = 5.0;
+  std::string switch_log = "emo_run_switches.jsonl";
+};
+
+// The schedule the injection library follows, from a checked policy.
+runtime::ClockSchedule ScheduleOf(const policy::RunPolicy& p, const RunArgs& args) {
+  runtime::ClockSchedule s;
+  s.actuator = args.actuator;
+  if (args.actuator == "dry-run" || args.actuator == "emulate") {
+    s.log_path = std::filesystem::absolute(args.switch_log).string();
+  }
+  s.policy = p.path;
+  s.guard_pct = args.guard_pct;
+  for (const auto& g : p.gpus) {
+    runtime::ScheduleGpu sg;
+    sg.rank = g.rank;
+    sg.device = g.device;
+    sg.gpu_name = g.gpu_name;
+    sg.calls_per_iteration = g.calls_per_iteration;
+    sg.deadline_ns = static_cast<int64_t>(g.deadline_us * 1e3);
+    for (const auto& pack : g.packs) {
+      sg.packs.push_back({pack.first_call, pack.switch_call, static_cast<unsigned>(std::lround(pack.clock_mhz))});
+    }
+    s.gpus.push_back(std::move(sg));
+  }
+  return s;
+}
+
+int RunWithPolicy(RunArgs args) {
+  constexpr const char* kCommand = "run";
+  if (args.actuator == "emulate") {
+    return Fail(kCommand, Unsupported("--actuator emulate (slowing the plan's ops by the time the model predicts) is "
+                                      "not built yet; use dry-run to see the switches the plan makes"));
+  }
+  auto read = policy::ReadRunPolicy(args.policy);
+  if (!read.ok()) {
+    Fail(kCommand, read.status());
+    return 2;
+  }
+  const policy::RunPolicy& p = *read;
+  for (const auto& w : p.warnings) fmt::print(stderr, "emo run: policy warning: {}\n", w);
+  runtime::ActuatorOptions options;
+  options.log_path = std::filesystem::absolute(args.switch_log).string();
+  // The GPU model: refused before the program starts when NVML shows no GPU the policy was made
+  // for (the injection library checks the GPU each process really uses, too).
+  std::string why;
+  const std::vector<std::string> names = runtime::ListGpus(options, &why);
+  if (!names.empty()) {
+    const bool any = std::any_of(p.gpus.begin(), p.gpus.end(), [&](const policy::RunGpu& g) {
+      return std::find(names.begin(), names.end(), g.gpu_name) != names.end();
+    });
+    if (!any) {
+      std::string seen;
+      for (size_t i = 0; i < names.size(); ++i) seen += fmt::format("{}{} {}", i == 0 ? "" : ", ", i, names[i]);
+      Fail(kCommand, InvalidArgument(fmt::format("{} was made for {} and this machine's GPUs are: {}; make a policy "
+                                                 "from a trace of this GPU",
+                                                 p.path, p.gpus.front().gpu_name, seen)));
+      return 2;
+    }
+  } else if (args.actuator == "nvml") {
+    return Fail(kCommand, IoError(fmt::format("--actuator nvml needs NVML: {}", why)));
+  }
+  const std::string dir = TempFolder("emo_run");
+  if (dir.empty()) return Fail(kCommand, IoError("cannot create a temporary folder"));
+  const std::string schedule = dir + "/schedule", journal = dir + "/journal";
+  if (Status st = WriteFile(schedule, runtime::FormatClockSchedule(ScheduleOf(p, args))); !st.ok()) {
+    return Fail(kCommand, st);
+  }
+  auto watchdog = runtime::StartClockWatchdog(args.actuator, options, journal);
+  if (!watchdog.ok()) return Fail(kCommand, watchdog.status());
+  fmt::print(stderr, "emo run: following {} ({} GPU plan{}, actuator {}{}), guard {} %\n", p.path, p.gpus.size(),
+             p.gpus.size() == 1 ? "" : "s", args.actuator,
+             args.actuator == "dry-run" ? ", no clock changes; switches written to " + options.log_path : "",
+             args.guard_pct);
+  args.trace.launch.mode = "monitor";
+  args.trace.launch.extra_env = {"EMO_RUN_SCHEDULE=" + schedule, "EMO_RUN_JOURNAL=" + journal,
+                                 fmt::format("EMO_RUN_PID={}", getpid()), "EMO_TRACE_ANCHOR=0"};
+  nlohmann::json extra = {{"policy", p.path}, {"actuator", args.actuator}, {"guard_pct", args.guard_pct}};
+  if (args.actuator == "dry-run") extra["switch_log"] = options.log_path;
+  const int code = RunTraced(kCommand, args.trace, /*keep_files=*/false, extra);
+  const Status reset = runtime::FinishClockWatchdog(&*watchdog, journal);
+  std::error_code ec;
+  std::filesystem::remove_all(dir, ec);
+  if (!reset.ok()) return Fail(kCommand, reset);
+  return code;
+}
+
 }  // namespace
+
+void SetupRun(CLI::App& app, int& exit_code) {
+  auto args = std::make_shared<RunArgs>();
+  CLI::App* cmd = app.add_subcommand(
+      "run",
+      "Run a CUDA program unmodified with its SM clock following a policy from `emo optimize --policy`: EMO's "
+      "injection library counts the program's kernel launches, recognises the planned iteration and asks for each "
+      "pack's clock ahead of it; it falls back to the default clock when the launches stop matching the plan or "
+      "when iterations exceed the plan's target by more than --guard. Clocks go back to the default when the program "
+      "exits, when emo is interrupted or terminated, and (through a watchdog process) when the program or emo is "
+      "killed. Time and energy per iteration are measured as by `emo monitor`. Actuators: dry-run (default; changes "
+      "nothing, writes each switch it would make), nvml (locks clocks; needs root or CAP_SYS_ADMIN), zeusd (asks a "
+      "running zeusd; needs its socket). Example: emo run --policy plan.json --actuator dry-run -- python train.py");
+  cmd->add_option("--policy", args->policy, "Clock policy from `emo optimize TRACE --policy F`")->required();
+  cmd->add_option("--actuator", args->actuator,
+                  "How clocks are set: dry-run (nothing changes), nvml (root or CAP_SYS_ADMIN), zeusd (a running zeusd, "
+                  "socket $EMO_ZEUSD_SOCKET or /var/run/zeusd.sock), emulate (not built yet)")
+      ->check(CLI::IsMember({"dry-run", "nvml", "zeusd", "emulate"}));
+  cmd->add_option("--guard", args->guard_pct,
+                  "Back to the default clock for the rest of the run when the median of 5 iterations exceeds the plan's "
+                  "latency target by more than this, %; 0 = off")
+      ->check(CLI::Range(0.0, 1000.0));
+  cmd->add_option("--switch-log", args->switch_log, "dry-run: where each switch is written, one JSON line each");
+  AddLaunchFlags(cmd, args->trace);
+  cmd->callback([args, &exit_code] { exit_code = RunWithPolicy(*args); });
+}
 
 void SetupTrace(CLI::App& app, int& exit_code) {
   auto args = std::make_shared<TraceArgs>();

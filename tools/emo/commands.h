@@ -23,5 +23,6 @@ void SetupPipeline(CLI::App& app, int& exit_code);
 void SetupOptimize(CLI::App& app, int& exit_code);
 void SetupTrace(CLI::App& app, int& exit_code);
 void SetupMonitor(CLI::App& app, int& exit_code);
+void SetupRun(CLI::App& app, int& exit_code);
 
 }  // namespace emo::cli

@@ -15,6 +15,7 @@ constexpr emo::cli::CommandSpec kCommands[] = {
     {"pipeline", emo::cli::SetupPipeline},
     {"trace", emo::cli::SetupTrace},
     {"monitor", emo::cli::SetupMonitor},
+    {"run", emo::cli::SetupRun},
 };
 
 }  // namespace

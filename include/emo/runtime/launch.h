@@ -21,6 +21,7 @@ struct LaunchOptions {
   int buffer_mib = 256;              // the tracer's activity buffer pool, per process
   std::string nvtx_regex;            // NVTX range names that mark iterations ("" = the tracer's default)
   std::string injection_library;     // "" = FindInjectionLibrary()
+  std::vector<std::string> extra_env;  // "NAME=value" set for the program, replacing the caller's
 };
 
 struct LaunchResult {

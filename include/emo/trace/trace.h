@@ -207,6 +207,9 @@ struct RunMeasurement {
   bool complete = false;          // the file ends with the writer's end chunk
   std::string end_note;           // where and why the file ends when incomplete
   int64_t dropped_records = 0;    // activity records lost (CUPTI or the buffer pool)
+  // `emo run`: how the clock policy was followed in this process (meta run.<key>, key without
+  // the prefix: policy, actuator, gpu, followed, switches, switches_applied, ...); empty otherwise.
+  std::map<std::string, std::string> policy_run;
 };
 
 // Whole-file facts.

@@ -1,0 +1,194 @@
+// `emo run` without a GPU: policies it must refuse, and the clock watchdog that puts a GPU back
+// to its default clocks however the run ends (the program exits, emo is terminated, the program
+// or emo is killed). The GPU is the stand-in NVML of tests/runtime/fake_nvml.cc; a shell program
+// plays the injection library's part (it journals the GPU and "locks" its clock in the fake's
+// state file), because nothing here initializes CUDA. The library's own switching is tested in
+// tests/runtime (InjectRunTest).
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <thread>
+
+#include "emo_run.h"
+
+namespace emo::testing {
+namespace {
+
+namespace fs = std::filesystem;
+
+class RunCliTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = TempPath(std::string("run_") + ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    fs::remove_all(dir_);
+    fs::create_directories(dir_);
+    setenv("EMO_INJECT_LIB", "/bin/true", 1);  // never loaded: nothing initializes CUDA
+    setenv("EMO_NVML_LIBRARY", EMO_FAKE_NVML_PATH, 1);
+    setenv("FAKE_NVML_GPUS", "0000:19:00.0=NVIDIA H200", 1);
+    setenv("FAKE_NVML_STATE", State().c_str(), 1);
+    setenv("FAKE_NVML_LOG", (dir_ + "/nvml.log").c_str(), 1);
+    policy_ = dir_ + "/policy.json";
+    const EmoRun made = Emo("optimize " + SourceDir() + "/examples/streams_graph_h200.emotrace --device h200 --policy " +
+                            policy_);
+    ASSERT_EQ(made.exit_code, 0) << made.out;
+  }
+  void TearDown() override {
+    for (const char* v : {"EMO_INJECT_LIB", "EMO_NVML_LIBRARY", "FAKE_NVML_GPUS", "FAKE_NVML_STATE", "FAKE_NVML_LOG"}) {
+      unsetenv(v);
+    }
+    fs::remove_all(dir_);
+  }
+  std::string State() const { return dir_ + "/nvml.state"; }
+  // A program that does what the injection library does before its first lock: journal the GPU,
+  // lock its clock (here: the fake NVML's state), then `then`.
+  static std::string LockingProgram(const std::string& then) {
+    return "sh -c 'echo 0000:19:00.0 >> \"$EMO_RUN_JOURNAL\"; echo \"0000:19:00.0 1200\" > \"$FAKE_NVML_STATE\"; " + then +
+           "'";
+  }
+  // Waits (up to 30 s) for the fake GPU to be back at its default clock.
+  bool WaitForReset() const {
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+    while (std::chrono::steady_clock::now() < deadline) {
+      if (ReadText(State()) == "0000:19:00.0 0\n") return true;
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+    return false;
+  }
+  // Starts `emo ARGS` in the background in its own process group; returns its pid.
+  pid_t Spawn(const std::string& args) const {
+    const pid_t pid = fork();
+    if (pid == 0) {
+      setpgid(0, 0);
+      const std::string out = dir_ + "/emo.out";
+      freopen(out.c_str(), "w", stdout);
+      dup2(fileno(stdout), 2);
+      execl("/bin/sh", "sh", "-c", ("exec '" + std::string(EMO_BINARY) + "' " + args).c_str(), nullptr);
+      _exit(127);
+    }
+    return pid;
+  }
+  // Waits until the program has "locked" the clock.
+  bool WaitForLock() const {
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+    while (std::chrono::steady_clock::now() < deadline) {
+      if (ReadText(State()) == "0000:19:00.0 1200\n") return true;
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    return false;
+  }
+
+  std::string dir_, policy_;
+};
+
+TEST_F(RunCliTest, TheClockIsResetWhenTheProgramExits) {
+  const EmoRun r = Emo("run --policy " + policy_ + " --actuator nvml -- " + LockingProgram("exit 0"));
+  EXPECT_NE(r.out.find("emo run: following " + policy_), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("emo run: watchdog: 0000:19:00.0 back to its default clocks (nvml)"), std::string::npos) << r.out;
+  EXPECT_EQ(ReadText(State()), "0000:19:00.0 0\n");
+  EXPECT_NE(ReadText(dir_ + "/nvml.log").find("nvmlDeviceResetGpuLockedClocks 0000:19:00.0"), std::string::npos);
+}
+
+TEST_F(RunCliTest, TheClockIsResetWhenTheProgramIsKilled) {
+  const EmoRun r = Emo("run --policy " + policy_ + " --actuator nvml -- " + LockingProgram("kill -9 $$"));
+  EXPECT_EQ(r.exit_code, 137) << r.out;
+  EXPECT_NE(r.out.find("was ended by signal 9"), std::string::npos) << r.out;
+  EXPECT_EQ(ReadText(State()), "0000:19:00.0 0\n") << r.out;
+}
+
+TEST_F(RunCliTest, TheClockIsResetWhenEmoIsTerminated) {
+  const pid_t emo = Spawn("run --policy " + policy_ + " --actuator nvml -- " + LockingProgram("sleep 60"));
+  ASSERT_TRUE(WaitForLock());
+  kill(emo, SIGTERM);
+  int status = 0;
+  waitpid(emo, &status, 0);
+  EXPECT_TRUE(WaitForReset()) << ReadText(dir_ + "/emo.out");
+  // emo passed the signal on: the program ended with it.
+  EXPECT_NE(ReadText(dir_ + "/emo.out").find("was ended by signal 15"), std::string::npos) << ReadText(dir_ + "/emo.out");
+  kill(-emo, SIGKILL);
+}
+
+TEST_F(RunCliTest, TheClockIsResetWhenEmoIsKilled) {
+  const pid_t emo = Spawn("run --policy " + policy_ + " --actuator nvml -- " + LockingProgram("sleep 60"));
+  ASSERT_TRUE(WaitForLock());
+  kill(emo, SIGKILL);  // no handler runs: only the watchdog is left to reset
+  int status = 0;
+  waitpid(emo, &status, 0);
+  EXPECT_TRUE(WaitForReset()) << ReadText(dir_ + "/emo.out");
+  kill(-emo, SIGKILL);  // the orphaned program
+}
+
+TEST_F(RunCliTest, DryRunChangesNothingAndItsWatchdogOnlyLogs) {
+  unsetenv("FAKE_NVML_STATE");
+  const std::string log = dir_ + "/switches.jsonl";
+  const EmoRun r = Emo("run --policy " + policy_ + " --switch-log " + log + " -- sh -c 'echo 0000:19:00.0 >> \"$EMO_RUN_JOURNAL\"'");
+  EXPECT_NE(r.out.find("actuator dry-run, no clock changes; switches written to " + log), std::string::npos) << r.out;
+  const std::string written = ReadText(log);
+  EXPECT_NE(written.find("\"action\":\"reset\""), std::string::npos) << written;
+  EXPECT_NE(written.find("\"why\":\"watchdog\""), std::string::npos) << written;
+  EXPECT_EQ(ReadText(dir_ + "/nvml.log").find("Reset"), std::string::npos);
+  EXPECT_EQ(ReadText(dir_ + "/nvml.log").find("SetGpuLocked"), std::string::npos);
+}
+
+TEST_F(RunCliTest, APolicyForAnotherGpuModelIsRefusedBeforeTheProgramStarts) {
+  setenv("FAKE_NVML_GPUS", "0000:19:00.0=NVIDIA A100-SXM4-80GB,0000:2a:00.0=NVIDIA A100-SXM4-80GB", 1);
+  const EmoRun r = Emo("run --policy " + policy_ + " --actuator nvml -- sh -c 'echo the program ran'");
+  EXPECT_EQ(r.exit_code, 2) << r.out;
+  EXPECT_NE(r.out.find(policy_ + " was made for NVIDIA H200 and this machine's GPUs are: 0 NVIDIA A100-SXM4-80GB, 1 "
+                                 "NVIDIA A100-SXM4-80GB"),
+            std::string::npos)
+      << r.out;
+  EXPECT_EQ(r.out.find("the program ran"), std::string::npos) << r.out;
+}
+
+TEST_F(RunCliTest, BrokenPoliciesAreRefusedWithTheFieldAtFault) {
+  nlohmann::json good = ReadJson(policy_);
+  auto refused = [&](const std::string& name, const std::string& text, const std::string& expected) {
+    const std::string path = dir_ + "/" + name;
+    std::ofstream(path) << text;
+    const EmoRun r = Emo("run --policy " + path + " -- sh -c 'echo the program ran'");
+    EXPECT_EQ(r.exit_code, 2) << name << "\n" << r.out;
+    EXPECT_NE(r.out.find(expected), std::string::npos) << name << "\n" << r.out;
+    EXPECT_EQ(r.out.find("the program ran"), std::string::npos) << name << "\n" << r.out;
+  };
+  refused("garbage.json", "{not json", "garbage.json is not JSON");
+  refused("trace.json", R"({"traceEvents": []})", "is not an EMO clock policy (it has no emo_policy_version");
+  auto old = good;
+  old["emo_policy_version"] = 2;
+  refused("v2.json", old.dump(), "is a version 2 clock policy; this emo follows version 3 only");
+  auto newer = good;
+  newer["emo_policy_version"] = 99;
+  refused("v99.json", newer.dump(), "it comes from a newer emo");
+  auto no_calls = good;
+  no_calls["gpus"][0]["launch_calls_per_iteration"] = 0;
+  refused("calls.json", no_calls.dump(), "gpus[0] has no kernel launch calls in its steady iteration");
+  auto bad_clock = good;
+  bad_clock["gpus"][0]["packs"][0]["clock_mhz"] = -5;
+  refused("clock.json", bad_clock.dump(), "gpus[0].packs[0].clock_mhz is -5 MHz");
+  auto no_packs = good;
+  no_packs["gpus"][0].erase("packs");
+  refused("packs.json", no_packs.dump(), "gpus[0].packs is missing or empty");
+  auto far = good;
+  far["gpus"][0]["packs"][0]["switch_call"] = -100000;
+  refused("far.json", far.dump(), "gpus[0].packs[0].switch_call -100000 is more than an iteration");
+  const EmoRun missing = Emo("run --policy " + dir_ + "/none.json -- true");
+  EXPECT_EQ(missing.exit_code, 2) << missing.out;
+  EXPECT_NE(missing.out.find("none.json"), std::string::npos) << missing.out;
+}
+
+TEST_F(RunCliTest, EmulateIsRefusedUntilItIsBuilt) {
+  const EmoRun r = Emo("run --policy " + policy_ + " --actuator emulate -- true");
+  EXPECT_EQ(r.exit_code, 1) << r.out;
+  EXPECT_NE(r.out.find("--actuator emulate"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("not built yet"), std::string::npos) << r.out;
+}
+
+}  // namespace
+}  // namespace emo::testing
