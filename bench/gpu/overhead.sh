@@ -26,7 +26,9 @@
 #   PY                 python with torch (default /opt/torch/.venv/bin/python, else python3)
 #   ROUNDS=5           rounds; BUDGET_S=330 stops starting rounds that would end past it
 #   WORKLOADS="train decode streams"   MODES="plain emo torchprof"  (also: monitor = `emo monitor`,
-#                      emo_noanchor = `emo trace` with EMO_TRACE_ANCHOR=0: launch callbacks to the end)
+#                      emo_noanchor = `emo trace` with EMO_TRACE_ANCHOR=0: launch callbacks to the end,
+#                      run = `emo run --actuator dry-run` under a policy made before the rounds from one
+#                      `emo trace` of the workload and `emo optimize --device h200`)
 #   EMO_WARMUP=50 EMO_ITERS=20         passed as `emo trace --warmup/--iterations` if it has them
 #   EMO_ANALYZE=1      also run `emo analyze TRACE --json` after each traced run (if the trace
 #                      gave no JSON with an untraced time); 0 to skip
@@ -97,6 +99,19 @@ prog() {
   esac
 }
 
+# policies for mode run: one `emo trace` and `emo optimize` per workload (dry-run never changes clocks)
+make_policies() {
+  local wl
+  for wl in $WORKLOADS; do
+    prog "$wl" || continue
+    timeout "$RUN_TIMEOUT" "$EMO" trace -o "$WORK/policy_$wl.emotrace" --warmup 30 --iterations 5 -- "${cmd[@]}" \
+      >"$WORK/policy_$wl.trace.out" 2>&1
+    timeout 120 "$EMO" optimize "$WORK/policy_$wl.emotrace" --device h200 --policy "$WORK/policy_$wl.json" \
+      --json "$WORK/policy_$wl.optimize.json" >"$WORK/policy_$wl.optimize.out" 2>&1
+    say "policy for $wl: rc $? ($(grep -c first_call "$WORK/policy_$wl.json" 2>/dev/null || echo 0) packs)"
+  done
+}
+
 # run_one WORKLOAD MODE ROUND
 run_one() {
   local wl=$1 mode=$2 r=$3 name="$1_$2_r$3"
@@ -114,6 +129,10 @@ run_one() {
       cmd+=(--torch-profiler "$WORK/torchprof/$name.json") ;;
     monitor)
       cmd=("$EMO" monitor --json "$base.monitor.json" -- "${cmd[@]}") ;;
+    run)
+      [[ -s "$WORK/policy_$wl.json" ]] || { say "$name: no policy"; return 0; }
+      cmd=("$EMO" run --policy "$WORK/policy_$wl.json" --actuator dry-run --switch-log "$base.switches.jsonl"
+           --json "$base.run.json" -- "${cmd[@]}") ;;
     *) say "unknown mode $mode"; return 1 ;;
   esac
   printf '%q ' "${cmd[@]}" >"$base.cmd"; echo >>"$base.cmd"
@@ -136,6 +155,7 @@ run_one() {
 }
 
 # ---------------------------------------------------------------- interleaved rounds
+[[ " $MODES " == *" run "* ]] && make_policies
 read -ra wls <<<"$WORKLOADS"
 read -ra modes <<<"$MODES"
 rounds_done=0
@@ -178,6 +198,7 @@ nvidia-smi --query-gpu=name,driver_version,clocks.sm,power.draw --format=csv >"$
 "$SPY" "$here/overhead_summary.py" "$WORK" --out "$dest/summary.json" 2>&1 | tee -a "$log" >&2
 
 packed=(runs meta.json emo_trace_help.txt nvidia_smi.csv)
+for f in "$WORK"/policy_*; do [[ -e "$f" && "$f" != *.emotrace ]] && packed+=("$(basename "$f")"); done
 [[ -f "$WORK/build.log" ]] && packed+=(build.log)
 tar czf "$dest/runs.tar.gz" -C "$WORK" "${packed[@]}" 2>>"$log"
 limit=$((15 * 1024 * 1024))

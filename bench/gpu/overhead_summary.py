@@ -31,7 +31,7 @@ import re
 import statistics
 
 EMO_MODES = ("emo", "emo_noanchor")  # emo_noanchor: `emo trace` with EMO_TRACE_ANCHOR=0
-RUN_RE = re.compile(r"^(?P<wl>.+)_(?P<mode>plain|emo_noanchor|emo|torchprof|monitor)_r(?P<round>\d+)$")
+RUN_RE = re.compile(r"^(?P<wl>.+)_(?P<mode>plain|emo_noanchor|emo|torchprof|monitor|run)_r(?P<round>\d+)$")
 UNIT_MS = {"ns": 1e-6, "us": 1e-3, "µs": 1e-3, "ms": 1.0, "s": 1e3}
 
 
@@ -148,6 +148,16 @@ def collect(work, emo_warmup, emo_iters):
                 rec["emo"]["outside_median_step_ms"] = med(outside)
         if m["mode"] == "monitor":
             rec["monitor_json"] = load_json(base + ".monitor.json")
+        if m["mode"] == "run":  # `emo run --actuator dry-run`: how the policy was followed, and its log
+            j = load_json(base + ".run.json") or {}
+            rec["policy_run"] = [t.get("policy_run") for t in j.get("traces", [])]
+            rec["emo_untraced_step_ms"] = [(t.get("step_time_ms") or {}).get("untraced") for t in j.get("traces", [])]
+            log = read(base + ".switches.jsonl") or ""
+            lines = [json.loads(x) for x in log.splitlines() if x.strip().startswith("{")]
+            rec["switch_log"] = {"locks": sum(1 for x in lines if x.get("action") == "lock"),
+                                 "resets": sum(1 for x in lines if x.get("action") == "reset"),
+                                 "packs": sorted({x.get("pack") for x in lines if x.get("action") == "lock"}),
+                                 "last": lines[-1] if lines else None}
         if line and "step_ms" in line:
             line.pop("step_ms")  # keep the summary small; runs.tar.gz has them
         runs.setdefault(m["wl"], {}).setdefault(m["mode"], []).append(rec)
@@ -222,6 +232,23 @@ def summarize(runs, meta):
                             "failed_runs": sum(1 for r in mon if r["rc"] != 0 or not r["program"])}
         p = w["plain"]["median_step_ms"]["median"]
         rat = {}
+        run = modes.get("run", [])
+        if run:  # the actuator's own cost: emo run (dry-run) against plain and against emo monitor
+            w["run"] = {"median_step_ms": agg(run, "median_step_ms"),
+                        "energy_per_step_j": agg(run, "energy_per_step_j"),
+                        "policy_run": [r.get("policy_run") for r in run],
+                        "emo_untraced_step_ms": [r.get("emo_untraced_step_ms") for r in run],
+                        "switch_log": [r.get("switch_log") for r in run],
+                        "failed_runs": sum(1 for r in run if r["rc"] != 0 or not r["program"])}
+            rat["run_over_plain"] = ratio(w["run"]["median_step_ms"]["median"], p)
+            paired = {}
+            for r in run:
+                mate = [q for q in plain if q["round"] == r["round"] and q["program"] and r["program"]]
+                if mate:
+                    paired[r["round"]] = r["program"]["median_step_ms"] / mate[0]["program"]["median_step_ms"]
+            rat["run_over_plain_paired_median"] = med(list(paired.values()))
+            if "monitor" in w:
+                rat["run_over_monitor"] = ratio(w["run"]["median_step_ms"]["median"], w["monitor"]["median_step_ms"]["median"])
         for key in EMO_MODES:
             if key not in w:
                 continue
