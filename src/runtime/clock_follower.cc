@@ -226,6 +226,9 @@ std::string ClockFollower::Stop() {
     put("fallbacks", std::to_string(c.fallbacks));
     put("iterations_followed", std::to_string(c.iterations_followed));
     put("guard_tripped", c.guard_tripped ? "1" : "0");
+    put("guard_baseline_ns", std::to_string(c.guard_baseline_ns));
+    put("guard_limit_ns", std::to_string(c.guard_limit_ns));
+    if (c.guard_tripped) put("guard_median_ns", std::to_string(c.guard_median_ns));
   }
   put("clock_at_exit", applied_mhz_ == 0 ? "default" : std::to_string(applied_mhz_));
   return m;

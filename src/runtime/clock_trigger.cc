@@ -21,7 +21,7 @@ std::string FormatClockSchedule(const ClockSchedule& s) {
   out << "guard_pct " << s.guard_pct << "\n";
   for (const auto& g : s.gpus) {
     out << "gpu " << g.rank << " " << g.device << " " << g.calls_per_iteration << " " << g.deadline_ns << " "
-        << g.gpu_name << "\n";
+        << g.baseline_ns << " " << g.gpu_name << "\n";
     for (const auto& p : g.packs) out << "pack " << p.first_call << " " << p.switch_call << " " << p.mhz << "\n";
   }
   return out.str();
@@ -56,7 +56,7 @@ bool ParseClockSchedule(const std::string& text, ClockSchedule* out, std::string
       ok = static_cast<bool>(values >> out->guard_pct) && out->guard_pct >= 0;
     } else if (key == "gpu") {
       ScheduleGpu g;
-      ok = static_cast<bool>(values >> g.rank >> g.device >> g.calls_per_iteration >> g.deadline_ns) &&
+      ok = static_cast<bool>(values >> g.rank >> g.device >> g.calls_per_iteration >> g.deadline_ns >> g.baseline_ns) &&
            g.calls_per_iteration > 0;
       std::getline(values >> std::ws, g.gpu_name);
       out->gpus.push_back(std::move(g));
@@ -139,8 +139,29 @@ void ClockTrigger::Place(const LaunchIteration& done) {
   }
   std::stable_sort(pending_.begin(), pending_.end(),
                    [](const Pending& a, const Pending& b) { return a.position < b.position; });
+  if (!placed_any_) plan_from_ = start;
   placed_from_ = start;
   placed_any_ = true;
+}
+
+bool ClockTrigger::GuardTrips(const LaunchIteration& it) {
+  recent_ns_.push_back(it.end_ns - it.start_ns);
+  if (recent_ns_.size() > kGuardWindow) recent_ns_.erase(recent_ns_.begin());
+  if (guard_pct_ <= 0 || recent_ns_.size() < kGuardWindow) return false;
+  double limit = static_cast<double>(gpu_.deadline_ns);
+  if (counters_.guard_baseline_ns > 0 && gpu_.baseline_ns > 0 && gpu_.deadline_ns > 0) {
+    limit = static_cast<double>(counters_.guard_baseline_ns) * static_cast<double>(gpu_.deadline_ns) /
+            static_cast<double>(gpu_.baseline_ns);
+  }
+  if (limit <= 0) return false;
+  limit *= 1.0 + guard_pct_ / 100.0;
+  std::vector<int64_t> sorted = recent_ns_;
+  std::nth_element(sorted.begin(), sorted.begin() + kGuardWindow / 2, sorted.end());
+  const int64_t median = sorted[kGuardWindow / 2];
+  counters_.guard_limit_ns = static_cast<int64_t>(limit);
+  if (static_cast<double>(median) <= limit) return false;
+  counters_.guard_median_ns = median;
+  return true;
 }
 
 void ClockTrigger::OnLaunch(uint64_t position, const std::vector<LaunchIteration>& completed, bool locked,
@@ -149,31 +170,37 @@ void ClockTrigger::OnLaunch(uint64_t position, const std::vector<LaunchIteration
   // Switches are placed from the newest iteration that matches the plan: a finder that just
   // locked reports older iterations too, whose switches are long past.
   const LaunchIteration* newest = nullptr;
+  std::vector<int64_t> before_plan;  // matching iterations of this batch that ran at the default clock
   for (const LaunchIteration& it : completed) {
     if (it.launches != gpu_.calls_per_iteration) {
       if (following_) Fallback(position, "fallback", out);
       continue;
     }
-    if (following_) {
+    if (following_ && placed_any_ && it.first_launch >= plan_from_) {
       ++counters_.iterations_followed;
-      recent_ns_.push_back(it.end_ns - it.start_ns);
-      if (recent_ns_.size() > kGuardWindow) recent_ns_.erase(recent_ns_.begin());
-      if (guard_pct_ > 0 && gpu_.deadline_ns > 0 && recent_ns_.size() == kGuardWindow) {
-        std::vector<int64_t> sorted = recent_ns_;
-        std::nth_element(sorted.begin(), sorted.begin() + kGuardWindow / 2, sorted.end());
-        const double median = static_cast<double>(sorted[kGuardWindow / 2]);
-        if (median > static_cast<double>(gpu_.deadline_ns) * (1.0 + guard_pct_ / 100.0)) {
-          Fallback(position, "guard", out);
-          counters_.guard_tripped = true;
-          return;
-        }
+      if (GuardTrips(it)) {
+        Fallback(position, "guard", out);
+        counters_.guard_tripped = true;
+        return;
       }
+    } else if (!ever_placed_) {
+      before_plan.push_back(it.end_ns - it.start_ns);
     }
     following_ = true;
     newest = &it;
   }
+  // The run's own baseline: the latest (up to 5) iterations before the plan ever took over, when
+  // there are at least 3.
+  if (!ever_placed_ && before_plan.size() >= 3) {
+    if (before_plan.size() > kGuardWindow) before_plan.erase(before_plan.begin(), before_plan.end() - kGuardWindow);
+    std::nth_element(before_plan.begin(), before_plan.begin() + before_plan.size() / 2, before_plan.end());
+    counters_.guard_baseline_ns = before_plan[before_plan.size() / 2];
+  }
   if (following_ && !locked) Fallback(position, "fallback", out);
-  if (following_ && newest != nullptr) Place(*newest);
+  if (following_ && newest != nullptr) {
+    Place(*newest);
+    ever_placed_ = true;
+  }
   size_t fired = 0;
   while (fired < pending_.size() && pending_[fired].position <= position) {
     const Pending& p = pending_[fired++];

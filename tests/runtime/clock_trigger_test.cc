@@ -12,10 +12,14 @@ namespace emo::runtime {
 namespace {
 
 // A loop of `n` launches per iteration, `step_ns` long, reported the way LaunchPeriodFinder
-// does once locked: iteration i completes at the first launch of iteration i + 1.
+// does once locked: iteration i completes at the first launch of iteration i + 1. With
+// `lock_after` > 1, the first that many iterations are reported together when the last of them
+// completes, as the finder reports the iterations it verified when it takes its lock.
 class Loop {
  public:
-  Loop(ClockTrigger* trigger, uint32_t n, int64_t step_ns) : trigger_(trigger), n_(n), step_ns_(step_ns) {}
+  Loop(ClockTrigger* trigger, uint32_t n, int64_t step_ns, int lock_after = 1)
+      : trigger_(trigger), n_(n), step_ns_(step_ns), lock_after_(lock_after) {}
+  void set_step_ns(int64_t ns) { step_ns_ = ns; }
 
   // Runs `iterations` iterations of `n` launches (n may differ from the plan's), locked or not.
   void Run(int iterations, uint32_t n, bool locked = true) {
@@ -29,7 +33,8 @@ class Loop {
           it.start_ns = previous_start_;
           it.end_ns = time_;
           it.loop_index = loop_index_++;
-          done.push_back(it);
+          held_.push_back(it);
+          if (static_cast<int>(loop_index_) >= lock_after_) done.swap(held_);
         }
         if (k == 0) {
           previous_first_ = position_;
@@ -52,6 +57,8 @@ class Loop {
   ClockTrigger* trigger_;
   uint32_t n_;
   int64_t step_ns_;
+  int lock_after_;
+  std::vector<LaunchIteration> held_;
   uint64_t position_ = 0;
   int64_t time_ = 0;
   bool have_previous_ = false;
@@ -150,7 +157,7 @@ TEST(ClockTriggerTest, ALostLockFallsBack) {
   EXPECT_STREQ(last.why, "fallback");
 }
 
-TEST(ClockTriggerTest, TheGuardReturnsToTheDefaultClockForGoodWhenIterationsRunLong) {
+TEST(ClockTriggerTest, WithoutARunBaselineTheGuardHoldsIterationsToThePredictedDeadline) {
   ScheduleGpu g = TwoPacks();
   g.deadline_ns = 10'000'000;
   ClockTrigger trigger(g, 5.0);
@@ -171,6 +178,37 @@ TEST(ClockTriggerTest, TheGuardReturnsToTheDefaultClockForGoodWhenIterationsRunL
   const size_t n = slow.switches.size();
   slow.Run(5, 10);
   EXPECT_EQ(slow.switches.size(), n);
+}
+
+// The plan allows 2 % over the predicted baseline; the guard allows 5 % more than that, against
+// this run's own iterations before the plan (here twice as slow as the traced run's).
+TEST(ClockTriggerTest, TheGuardJudgesThePlanAgainstTheRunsOwnIterationsBeforeIt) {
+  ScheduleGpu g = TwoPacks();
+  g.baseline_ns = 10'000'000;
+  g.deadline_ns = 10'200'000;
+  {
+    ClockTrigger trigger(g, 5.0);
+    Loop loop(&trigger, 10, 20'000'000, /*lock_after=*/4);
+    loop.Run(5, 10);             // 4 iterations reported at once at the lock: the baseline, 20 ms
+    loop.set_step_ns(21'200'000);  // +6 % under the plan: within 2 % + 5 % (21.42 ms)
+    loop.Run(12, 10);
+    EXPECT_EQ(trigger.counters().guard_baseline_ns, 20'000'000);
+    EXPECT_EQ(trigger.counters().guard_limit_ns, 21'420'000);
+    EXPECT_FALSE(trigger.counters().guard_tripped);
+    EXPECT_GE(trigger.counters().iterations_followed, 10u);
+  }
+  {
+    ClockTrigger trigger(g, 5.0);
+    Loop loop(&trigger, 10, 20'000'000, /*lock_after=*/4);
+    loop.Run(5, 10);
+    loop.set_step_ns(21'600'000);  // +8 %
+    loop.Run(12, 10);
+    EXPECT_TRUE(trigger.counters().guard_tripped);
+    EXPECT_EQ(trigger.counters().guard_median_ns, 21'600'000);
+    // The iterations reported at the lock ran at the default clock: none counts for the guard.
+    EXPECT_EQ(trigger.counters().iterations_followed, 5u);
+    EXPECT_STREQ(loop.switches.back().why, "guard");
+  }
 }
 
 TEST(ClockScheduleTest, TextRoundTripAndRankPick) {
@@ -194,6 +232,7 @@ TEST(ClockScheduleTest, TextRoundTripAndRankPick) {
   EXPECT_EQ(back.guard_pct, 5);
   ASSERT_EQ(back.gpus.size(), 2u);
   EXPECT_EQ(back.gpus[0].gpu_name, "NVIDIA H200");
+  EXPECT_EQ(back.gpus[0].deadline_ns, 10'000'000);
   EXPECT_EQ(back.gpus[1].packs.size(), 1u);
   EXPECT_EQ(back.gpus[1].packs[0].switch_call, -3);
   EXPECT_EQ(back.gpus[1].packs[0].mhz, 990u);
@@ -209,7 +248,7 @@ TEST(ClockScheduleTest, BrokenSchedulesAreRefusedWithTheLine) {
   EXPECT_NE(error.find("not an emo clock schedule"), std::string::npos);
   EXPECT_FALSE(ParseClockSchedule("emo-clock-schedule 1\nactuator nvml\npack 0 0 100\n", &s, &error));
   EXPECT_EQ(error, "line 3 of the clock schedule is not understood: pack 0 0 100");
-  EXPECT_FALSE(ParseClockSchedule("emo-clock-schedule 1\nactuator nvml\ngpu 0 0 0 5 X\n", &s, &error));
+  EXPECT_FALSE(ParseClockSchedule("emo-clock-schedule 1\nactuator nvml\ngpu 0 0 0 5 5 X\n", &s, &error));
   EXPECT_NE(error.find("line 3"), std::string::npos);
   EXPECT_FALSE(ParseClockSchedule("emo-clock-schedule 1\nactuator nvml\n", &s, &error));
   EXPECT_EQ(error, "the clock schedule names no actuator or no GPU");

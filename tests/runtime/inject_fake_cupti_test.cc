@@ -452,7 +452,7 @@ TEST_F(InjectFakeCuptiTest, AnchorOffFollowsEveryLaunch) {
 // launch (call 3), asked for after the third (call 2).
 std::string RunSchedule(const std::string& actuator, const std::string& log) {
   return "emo-clock-schedule 1\nactuator " + actuator + "\n" + (log.empty() ? "" : "log " + log + "\n") +
-         "policy test-policy.json\nguard_pct 0\ngpu -1 0 5 100000000 NVIDIA H200\npack 0 -1 1200\npack 3 2 1500\n";
+         "policy test-policy.json\nguard_pct 0\ngpu -1 0 5 100000000 90000000 NVIDIA H200\npack 0 -1 1200\npack 3 2 1500\n";
 }
 
 // The clock the schedule holds after launch `q` (0-based in its iteration) once followed.

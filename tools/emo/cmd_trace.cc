@@ -146,6 +146,7 @@ runtime::ClockSchedule ScheduleOf(const policy::RunPolicy& p, const RunArgs& arg
     sg.gpu_name = g.gpu_name;
     sg.calls_per_iteration = g.calls_per_iteration;
     sg.deadline_ns = static_cast<int64_t>(g.deadline_us * 1e3);
+    sg.baseline_ns = static_cast<int64_t>(g.baseline_time_us * 1e3);
     for (const auto& pack : g.packs) {
       sg.packs.push_back({pack.first_call, pack.switch_call, static_cast<unsigned>(std::lround(pack.clock_mhz))});
     }
@@ -233,8 +234,9 @@ void SetupRun(CLI::App& app, int& exit_code) {
                   "socket $EMO_ZEUSD_SOCKET or /var/run/zeusd.sock), emulate (not built yet)")
       ->check(CLI::IsMember({"dry-run", "nvml", "zeusd", "emulate"}));
   cmd->add_option("--guard", args->guard_pct,
-                  "Back to the default clock for the rest of the run when the median of 5 iterations exceeds the plan's "
-                  "latency target by more than this, %; 0 = off")
+                  "Back to the default clock for the rest of the run when the median of 5 iterations under the plan "
+                  "exceeds this run's own iterations before the plan, times the plan's allowed slowdown, by more than "
+                  "this, %; 0 = off")
       ->check(CLI::Range(0.0, 1000.0));
   cmd->add_option("--switch-log", args->switch_log, "dry-run: where each switch is written, one JSON line each");
   AddLaunchFlags(cmd, args->trace);

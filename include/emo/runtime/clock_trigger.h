@@ -18,7 +18,8 @@ struct ScheduleGpu {
   int device = 0;
   std::string gpu_name;
   uint32_t calls_per_iteration = 0;
-  int64_t deadline_ns = 0;  // the plan's latency target per iteration
+  int64_t deadline_ns = 0;  // the plan's latency target per iteration (predicted)
+  int64_t baseline_ns = 0;  // the plan's predicted iteration at the default clocks
   struct Pack {
     int64_t first_call = 0;
     int64_t switch_call = 0;
@@ -31,7 +32,10 @@ struct ClockSchedule {
   std::string actuator;   // "nvml", "zeusd", "dry-run", "emulate"
   std::string log_path;   // dry-run / emulate switch log, "" = stderr
   std::string policy;     // the policy file, for messages
-  double guard_pct = 0;   // back to the default clock when iterations exceed the deadline by this; 0 = off
+  // Back to the default clock for good when iterations under the plan run longer than the plan
+  // allows (deadline / baseline, applied to this run's own iterations before the plan) by more
+  // than this, %; 0 = off.
+  double guard_pct = 0;
   std::vector<ScheduleGpu> gpus;
 };
 
@@ -46,8 +50,15 @@ const ScheduleGpu* PickScheduleGpu(const ClockSchedule& s, int rank, int device)
 // Turns launches into switches for one GPU. Switches for an iteration are placed when the
 // previous one completes (the period finder reports it at the iteration's first launch), at
 // launch positions; a launch at or past a switch's position fires it. It follows only while
-// the finder's period equals the plan's calls per iteration; otherwise, and when the guard
-// trips, it asks once for the default clock and waits for the loop to come back.
+// the finder's period equals the plan's calls per iteration; otherwise it asks once for the
+// default clock and waits for the loop to come back.
+//
+// The guard measures, not trusts the prediction: the iterations the finder reports before the
+// plan starts (at the default clock, in this run) give the run's own baseline; once 5
+// iterations have run wholly under the plan, their median may exceed that baseline by the
+// plan's allowed slowdown (deadline / predicted baseline) plus guard_pct, and no more. When it
+// does, the default clock comes back for the rest of the run. Without a baseline (fewer than 3
+// iterations before the plan), the predicted deadline is the limit.
 class ClockTrigger {
  public:
   struct Switch {
@@ -63,8 +74,11 @@ class ClockTrigger {
     uint64_t redundant = 0;        // skipped: the clock asked for was already in effect
     uint64_t late = 0;             // fired after their position (placed too late to be ahead)
     uint64_t fallbacks = 0;        // times the launch sequence stopped matching the plan
-    uint64_t iterations_followed = 0;
+    uint64_t iterations_followed = 0;  // completed wholly under the plan
     bool guard_tripped = false;
+    int64_t guard_baseline_ns = 0;     // this run's iteration at the default clock (0: none)
+    int64_t guard_limit_ns = 0;        // the median the guard allows
+    int64_t guard_median_ns = 0;       // the median that tripped it
   };
 
   ClockTrigger(const ScheduleGpu& gpu, double guard_pct);
@@ -89,6 +103,8 @@ class ClockTrigger {
            std::vector<Switch>* out);
   void Fallback(uint64_t now, const char* why, std::vector<Switch>* out);
   void Place(const LaunchIteration& done);
+  // Whether the guard trips on the iteration `it` (completed under the plan).
+  bool GuardTrips(const LaunchIteration& it);
 
   ScheduleGpu gpu_;
   double guard_pct_ = 0;
@@ -96,6 +112,8 @@ class ClockTrigger {
   unsigned current_mhz_ = 0;   // 0: default
   uint64_t placed_from_ = 0;   // first launch of the latest iteration whose switches are placed
   bool placed_any_ = false;
+  bool ever_placed_ = false;
+  uint64_t plan_from_ = 0;     // first launch of the first iteration placed since following began
   std::vector<Pending> pending_;  // by position
   std::vector<int64_t> recent_ns_;  // durations of the latest followed iterations, for the guard
   Counters counters_;
