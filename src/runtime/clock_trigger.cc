@@ -7,8 +7,19 @@ namespace emo::runtime {
 namespace {
 
 constexpr const char* kMagic = "emo-clock-schedule 1";
-// Iterations the guard looks at (their median) before it may trip.
-constexpr size_t kGuardWindow = 5;
+// With the guard on, iterations of the planned loop timed at the default clock before the plan
+// starts: this run's own baseline.
+constexpr size_t kBaselineIterations = 5;
+// Iterations under the plan whose median the guard compares with its limit, and how many
+// consecutive iterations that median must stay over it: one slow step (a collection, a
+// checkpoint) is not a slow plan.
+constexpr size_t kGuardWindow = 15;
+constexpr int kGuardPersist = 3;
+
+int64_t Median(std::vector<int64_t> v) {
+  std::nth_element(v.begin(), v.begin() + static_cast<ptrdiff_t>(v.size() / 2), v.end());
+  return v[v.size() / 2];
+}
 
 }  // namespace
 
@@ -115,6 +126,7 @@ void ClockTrigger::Ask(unsigned mhz, int pack, int64_t iteration, const char* wh
 void ClockTrigger::Fallback(uint64_t now, const char* why, std::vector<Switch>* out) {
   pending_.clear();
   recent_ns_.clear();
+  over_ = 0;
   following_ = false;
   placed_any_ = false;
   ++counters_.fallbacks;
@@ -145,21 +157,20 @@ void ClockTrigger::Place(const LaunchIteration& done) {
 }
 
 bool ClockTrigger::GuardTrips(const LaunchIteration& it) {
+  if (guard_pct_ <= 0 || counters_.guard_baseline_ns <= 0) return false;
   recent_ns_.push_back(it.end_ns - it.start_ns);
   if (recent_ns_.size() > kGuardWindow) recent_ns_.erase(recent_ns_.begin());
-  if (guard_pct_ <= 0 || recent_ns_.size() < kGuardWindow) return false;
-  double limit = static_cast<double>(gpu_.deadline_ns);
-  if (counters_.guard_baseline_ns > 0 && gpu_.baseline_ns > 0 && gpu_.deadline_ns > 0) {
-    limit = static_cast<double>(counters_.guard_baseline_ns) * static_cast<double>(gpu_.deadline_ns) /
-            static_cast<double>(gpu_.baseline_ns);
+  if (recent_ns_.size() < kGuardWindow) return false;
+  // The plan's allowed slowdown (predicted), applied to this run's own baseline.
+  double allowed = 1.0;
+  if (gpu_.baseline_ns > 0 && gpu_.deadline_ns > gpu_.baseline_ns) {
+    allowed = static_cast<double>(gpu_.deadline_ns) / static_cast<double>(gpu_.baseline_ns);
   }
-  if (limit <= 0) return false;
-  limit *= 1.0 + guard_pct_ / 100.0;
-  std::vector<int64_t> sorted = recent_ns_;
-  std::nth_element(sorted.begin(), sorted.begin() + kGuardWindow / 2, sorted.end());
-  const int64_t median = sorted[kGuardWindow / 2];
+  const double limit = static_cast<double>(counters_.guard_baseline_ns) * allowed * (1.0 + guard_pct_ / 100.0);
   counters_.guard_limit_ns = static_cast<int64_t>(limit);
-  if (static_cast<double>(median) <= limit) return false;
+  const int64_t median = Median(recent_ns_);
+  over_ = static_cast<double>(median) > limit ? over_ + 1 : 0;
+  if (over_ < kGuardPersist) return false;
   counters_.guard_median_ns = median;
   return true;
 }
@@ -170,37 +181,37 @@ void ClockTrigger::OnLaunch(uint64_t position, const std::vector<LaunchIteration
   // Switches are placed from the newest iteration that matches the plan: a finder that just
   // locked reports older iterations too, whose switches are long past.
   const LaunchIteration* newest = nullptr;
-  std::vector<int64_t> before_plan;  // matching iterations of this batch that ran at the default clock
   for (const LaunchIteration& it : completed) {
     if (it.launches != gpu_.calls_per_iteration) {
       if (following_) Fallback(position, "fallback", out);
       continue;
     }
-    if (following_ && placed_any_ && it.first_launch >= plan_from_) {
+    if (!ever_placed_) {
+      // Before the plan ever starts: with the guard on, the default clock's iterations are timed.
+      if (guard_pct_ > 0) baseline_samples_.push_back(it.end_ns - it.start_ns);
+    } else if (following_ && placed_any_ && it.first_launch >= plan_from_) {
       ++counters_.iterations_followed;
       if (GuardTrips(it)) {
         Fallback(position, "guard", out);
         counters_.guard_tripped = true;
         return;
       }
-    } else if (!ever_placed_) {
-      before_plan.push_back(it.end_ns - it.start_ns);
     }
-    following_ = true;
     newest = &it;
   }
-  // The run's own baseline: the latest (up to 5) iterations before the plan ever took over, when
-  // there are at least 3.
-  if (!ever_placed_ && before_plan.size() >= 3) {
-    if (before_plan.size() > kGuardWindow) before_plan.erase(before_plan.begin(), before_plan.end() - kGuardWindow);
-    std::nth_element(before_plan.begin(), before_plan.begin() + before_plan.size() / 2, before_plan.end());
-    counters_.guard_baseline_ns = before_plan[before_plan.size() / 2];
+  if (newest != nullptr && !ever_placed_) {
+    if (guard_pct_ > 0) {
+      if (baseline_samples_.size() < kBaselineIterations) return;  // still timing the default clock
+      baseline_samples_.erase(baseline_samples_.begin(), baseline_samples_.end() - kBaselineIterations);
+      counters_.guard_baseline_ns = Median(baseline_samples_);
+    }
+    ever_placed_ = true;
+    following_ = true;
+  } else if (newest != nullptr) {
+    following_ = true;
   }
   if (following_ && !locked) Fallback(position, "fallback", out);
-  if (following_ && newest != nullptr) {
-    Place(*newest);
-    ever_placed_ = true;
-  }
+  if (following_ && newest != nullptr) Place(*newest);
   size_t fired = 0;
   while (fired < pending_.size() && pending_[fired].position <= position) {
     const Pending& p = pending_[fired++];

@@ -157,58 +157,69 @@ TEST(ClockTriggerTest, ALostLockFallsBack) {
   EXPECT_STREQ(last.why, "fallback");
 }
 
-TEST(ClockTriggerTest, WithoutARunBaselineTheGuardHoldsIterationsToThePredictedDeadline) {
+TEST(ClockTriggerTest, WithTheGuardOnThePlanStartsAfterFiveIterationsAtTheDefaultClock) {
   ScheduleGpu g = TwoPacks();
-  g.deadline_ns = 10'000'000;
+  g.baseline_ns = 10'000'000;
+  g.deadline_ns = 10'200'000;
   ClockTrigger trigger(g, 5.0);
-  Loop fast(&trigger, 10, 10'400'000);  // 4 % over the deadline: within the 5 % guard
-  fast.Run(12, 10);
-  EXPECT_FALSE(trigger.counters().guard_tripped);
-  for (const auto& s : fast.switches) EXPECT_STRNE(s.why, "guard");
-
-  ClockTrigger slow_trigger(g, 5.0);
-  Loop slow(&slow_trigger, 10, 10'600'000);  // 6 % over
-  slow.Run(12, 10);
-  EXPECT_TRUE(slow_trigger.counters().guard_tripped);
-  ASSERT_FALSE(slow.switches.empty());
-  EXPECT_STREQ(slow.switches.back().why, "guard");
-  EXPECT_EQ(slow.switches.back().mhz, 0u);
-  // Five followed iterations (the guard's window), then no more switches.
-  EXPECT_EQ(slow_trigger.counters().iterations_followed, 5u);
-  const size_t n = slow.switches.size();
-  slow.Run(5, 10);
-  EXPECT_EQ(slow.switches.size(), n);
+  Loop loop(&trigger, 10, 12'000'000);  // reported one by one
+  loop.Run(5, 10);                      // 4 iterations completed: no switch yet
+  EXPECT_TRUE(loop.switches.empty());
+  loop.Run(3, 10);
+  ASSERT_FALSE(loop.switches.empty());
+  EXPECT_EQ(trigger.counters().guard_baseline_ns, 12'000'000);
+  // The first switch came when the fifth iteration completed (at launch 50), not before.
+  EXPECT_EQ(loop.switches.front().position, 48u);
+  EXPECT_EQ(loop.switches.front().late_by, 2u);
 }
 
 // The plan allows 2 % over the predicted baseline; the guard allows 5 % more than that, against
-// this run's own iterations before the plan (here twice as slow as the traced run's).
+// this run's own iterations at the default clock (here twice as slow as the traced run's).
 TEST(ClockTriggerTest, TheGuardJudgesThePlanAgainstTheRunsOwnIterationsBeforeIt) {
   ScheduleGpu g = TwoPacks();
   g.baseline_ns = 10'000'000;
   g.deadline_ns = 10'200'000;
   {
     ClockTrigger trigger(g, 5.0);
-    Loop loop(&trigger, 10, 20'000'000, /*lock_after=*/4);
-    loop.Run(5, 10);             // 4 iterations reported at once at the lock: the baseline, 20 ms
+    Loop loop(&trigger, 10, 20'000'000, /*lock_after=*/5);
+    loop.Run(6, 10);               // 5 iterations reported at once at the lock: the baseline, 20 ms
     loop.set_step_ns(21'200'000);  // +6 % under the plan: within 2 % + 5 % (21.42 ms)
-    loop.Run(12, 10);
+    loop.Run(30, 10);
     EXPECT_EQ(trigger.counters().guard_baseline_ns, 20'000'000);
     EXPECT_EQ(trigger.counters().guard_limit_ns, 21'420'000);
     EXPECT_FALSE(trigger.counters().guard_tripped);
-    EXPECT_GE(trigger.counters().iterations_followed, 10u);
+    EXPECT_GE(trigger.counters().iterations_followed, 25u);
   }
   {
     ClockTrigger trigger(g, 5.0);
-    Loop loop(&trigger, 10, 20'000'000, /*lock_after=*/4);
-    loop.Run(5, 10);
+    Loop loop(&trigger, 10, 20'000'000, /*lock_after=*/5);
+    loop.Run(6, 10);
     loop.set_step_ns(21'600'000);  // +8 %
-    loop.Run(12, 10);
+    loop.Run(30, 10);
     EXPECT_TRUE(trigger.counters().guard_tripped);
     EXPECT_EQ(trigger.counters().guard_median_ns, 21'600'000);
-    // The iterations reported at the lock ran at the default clock: none counts for the guard.
-    EXPECT_EQ(trigger.counters().iterations_followed, 5u);
+    // 15 iterations fill the window, then 3 in a row over the limit; the 5 reported at the lock
+    // ran at the default clock and do not count.
+    EXPECT_EQ(trigger.counters().iterations_followed, 17u);
     EXPECT_STREQ(loop.switches.back().why, "guard");
+    const size_t n = loop.switches.size();
+    loop.Run(5, 10);
+    EXPECT_EQ(loop.switches.size(), n);  // for good
   }
+}
+
+TEST(ClockTriggerTest, OneSlowStepDoesNotTripTheGuard) {
+  ScheduleGpu g = TwoPacks();
+  g.baseline_ns = 10'000'000;
+  g.deadline_ns = 10'000'000;
+  ClockTrigger trigger(g, 5.0);
+  Loop loop(&trigger, 10, 10'000'000, /*lock_after=*/5);
+  loop.Run(25, 10);
+  loop.set_step_ns(40'000'000);  // three slow steps: a collection, a checkpoint
+  loop.Run(3, 10);
+  loop.set_step_ns(10'000'000);
+  loop.Run(20, 10);
+  EXPECT_FALSE(trigger.counters().guard_tripped);
 }
 
 TEST(ClockScheduleTest, TextRoundTripAndRankPick) {

@@ -234,9 +234,9 @@ void SetupRun(CLI::App& app, int& exit_code) {
                   "socket $EMO_ZEUSD_SOCKET or /var/run/zeusd.sock), emulate (not built yet)")
       ->check(CLI::IsMember({"dry-run", "nvml", "zeusd", "emulate"}));
   cmd->add_option("--guard", args->guard_pct,
-                  "Back to the default clock for the rest of the run when the median of 5 iterations under the plan "
-                  "exceeds this run's own iterations before the plan, times the plan's allowed slowdown, by more than "
-                  "this, %; 0 = off")
+                  "Back to the default clock for the rest of the run when the median of 15 iterations under the plan "
+                  "stays above this run's own iterations at the default clock (5, timed before the plan starts) times "
+                  "the plan's allowed slowdown by more than this, %, for 3 iterations; 0 = off (the plan starts at once)")
       ->check(CLI::Range(0.0, 1000.0));
   cmd->add_option("--switch-log", args->switch_log, "dry-run: where each switch is written, one JSON line each");
   AddLaunchFlags(cmd, args->trace);

@@ -53,12 +53,12 @@ const ScheduleGpu* PickScheduleGpu(const ClockSchedule& s, int rank, int device)
 // the finder's period equals the plan's calls per iteration; otherwise it asks once for the
 // default clock and waits for the loop to come back.
 //
-// The guard measures, not trusts the prediction: the iterations the finder reports before the
-// plan starts (at the default clock, in this run) give the run's own baseline; once 5
-// iterations have run wholly under the plan, their median may exceed that baseline by the
-// plan's allowed slowdown (deadline / predicted baseline) plus guard_pct, and no more. When it
-// does, the default clock comes back for the rest of the run. Without a baseline (fewer than 3
-// iterations before the plan), the predicted deadline is the limit.
+// The guard measures rather than trusts the prediction: with it on, the plan starts only after
+// 5 iterations of the planned loop were timed at the default clock in this run (the finder's
+// first report usually holds them): their median is the run's own baseline. Then the median of
+// the latest 15 iterations run wholly under the plan may exceed that baseline by the plan's
+// allowed slowdown (deadline / predicted baseline) plus guard_pct; when it stays over for 3
+// iterations in a row, the default clock comes back for the rest of the run.
 class ClockTrigger {
  public:
   struct Switch {
@@ -112,7 +112,9 @@ class ClockTrigger {
   unsigned current_mhz_ = 0;   // 0: default
   uint64_t placed_from_ = 0;   // first launch of the latest iteration whose switches are placed
   bool placed_any_ = false;
-  bool ever_placed_ = false;
+  bool ever_placed_ = false;   // the plan has started (after the guard's baseline)
+  std::vector<int64_t> baseline_samples_;
+  int over_ = 0;               // consecutive guard checks over the limit
   uint64_t plan_from_ = 0;     // first launch of the first iteration placed since following began
   std::vector<Pending> pending_;  // by position
   std::vector<int64_t> recent_ns_;  // durations of the latest followed iterations, for the guard
