@@ -15,6 +15,9 @@ constexpr size_t kBaselineIterations = 5;
 // checkpoint) is not a slow plan.
 constexpr size_t kGuardWindow = 15;
 constexpr int kGuardPersist = 3;
+// Followed iterations between two re-timings of the default clock (kBaselineIterations + 1
+// iterations at the default clock each: about a tenth of the plan's iterations).
+constexpr uint64_t kReprobeEvery = 50;
 
 int64_t Median(std::vector<int64_t> v) {
   std::nth_element(v.begin(), v.begin() + static_cast<ptrdiff_t>(v.size() / 2), v.end());
@@ -102,7 +105,8 @@ const ScheduleGpu* PickScheduleGpu(const ClockSchedule& s, int rank, int device)
   return s.gpus.size() == 1 ? &s.gpus.front() : nullptr;
 }
 
-ClockTrigger::ClockTrigger(const ScheduleGpu& gpu, double guard_pct) : gpu_(gpu), guard_pct_(guard_pct) {}
+ClockTrigger::ClockTrigger(const ScheduleGpu& gpu, double guard_pct)
+    : gpu_(gpu), guard_pct_(guard_pct), timing_(guard_pct > 0) {}
 
 void ClockTrigger::Ask(unsigned mhz, int pack, int64_t iteration, const char* why, uint64_t position, uint64_t now,
                        std::vector<Switch>* out) {
@@ -186,32 +190,48 @@ void ClockTrigger::OnLaunch(uint64_t position, const std::vector<LaunchIteration
       if (following_) Fallback(position, "fallback", out);
       continue;
     }
-    if (!ever_placed_) {
-      // Before the plan ever starts: with the guard on, the default clock's iterations are timed.
-      if (guard_pct_ > 0) baseline_samples_.push_back(it.end_ns - it.start_ns);
-    } else if (following_ && placed_any_ && it.first_launch >= plan_from_) {
+    following_ = true;
+    if (timing_) {
+      // The default clock's iterations, timed; the first after a probe's reset ran partly at the
+      // plan's clocks.
+      if (timing_skip_ > 0) {
+        --timing_skip_;
+      } else {
+        baseline_samples_.push_back(it.end_ns - it.start_ns);
+      }
+      if (baseline_samples_.size() < kBaselineIterations) continue;
+      counters_.guard_baseline_ns = Median(baseline_samples_);
+      baseline_samples_.clear();
+      timing_ = false;
+      newest = &it;
+      continue;
+    }
+    if (placed_any_ && it.first_launch >= plan_from_) {
       ++counters_.iterations_followed;
       if (GuardTrips(it)) {
         Fallback(position, "guard", out);
         counters_.guard_tripped = true;
         return;
       }
+      if (guard_pct_ > 0 && ++since_probe_ >= kReprobeEvery) {
+        // Re-time the default clock: the program's own pace drifts (a growing KV cache, new data).
+        pending_.clear();
+        placed_any_ = false;
+        since_probe_ = 0;
+        recent_ns_.clear();
+        over_ = 0;
+        timing_ = true;
+        timing_skip_ = 1;
+        ++counters_.probes;
+        Ask(0, -1, static_cast<int64_t>(it.loop_index) + 1, "probe", position, position, out);
+        newest = nullptr;
+        continue;
+      }
     }
     newest = &it;
   }
-  if (newest != nullptr && !ever_placed_) {
-    if (guard_pct_ > 0) {
-      if (baseline_samples_.size() < kBaselineIterations) return;  // still timing the default clock
-      baseline_samples_.erase(baseline_samples_.begin(), baseline_samples_.end() - kBaselineIterations);
-      counters_.guard_baseline_ns = Median(baseline_samples_);
-    }
-    ever_placed_ = true;
-    following_ = true;
-  } else if (newest != nullptr) {
-    following_ = true;
-  }
   if (following_ && !locked) Fallback(position, "fallback", out);
-  if (following_ && newest != nullptr) Place(*newest);
+  if (following_ && !timing_ && newest != nullptr) Place(*newest);
   size_t fired = 0;
   while (fired < pending_.size() && pending_[fired].position <= position) {
     const Pending& p = pending_[fired++];

@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -20,6 +21,8 @@ class Loop {
   Loop(ClockTrigger* trigger, uint32_t n, int64_t step_ns, int lock_after = 1)
       : trigger_(trigger), n_(n), step_ns_(step_ns), lock_after_(lock_after) {}
   void set_step_ns(int64_t ns) { step_ns_ = ns; }
+  // The iteration's length from the clock the trigger holds when it starts (0: the default).
+  void set_step_of_clock(std::function<int64_t(unsigned mhz)> f) { step_of_clock_ = std::move(f); }
 
   // Runs `iterations` iterations of `n` launches (n may differ from the plan's), locked or not.
   void Run(int iterations, uint32_t n, bool locked = true) {
@@ -36,6 +39,7 @@ class Loop {
           held_.push_back(it);
           if (static_cast<int>(loop_index_) >= lock_after_) done.swap(held_);
         }
+        if (k == 0 && step_of_clock_) step_ns_ = step_of_clock_(trigger_->current_mhz());
         if (k == 0) {
           previous_first_ = position_;
           previous_start_ = time_;
@@ -59,6 +63,7 @@ class Loop {
   int64_t step_ns_;
   int lock_after_;
   std::vector<LaunchIteration> held_;
+  std::function<int64_t(unsigned)> step_of_clock_;
   uint64_t position_ = 0;
   int64_t time_ = 0;
   bool have_previous_ = false;
@@ -220,6 +225,42 @@ TEST(ClockTriggerTest, OneSlowStepDoesNotTripTheGuard) {
   loop.set_step_ns(10'000'000);
   loop.Run(20, 10);
   EXPECT_FALSE(trigger.counters().guard_tripped);
+}
+
+// A decoder whose steps grow by themselves (0.1 % per step, +22 % over 200 steps) while the plan
+// changes nothing: the default clock is re-timed every 50 followed steps, so the guard never
+// blames the plan. Without the re-timing the limit (+7.1 %) is passed after ~70 steps.
+TEST(ClockTriggerTest, AProgramThatSlowsByItselfIsReTimedNotBlamed) {
+  ScheduleGpu g = TwoPacks();
+  g.baseline_ns = 10'000'000;
+  g.deadline_ns = 10'200'000;
+  ClockTrigger trigger(g, 5.0);
+  Loop loop(&trigger, 10, 10'000'000, /*lock_after=*/5);
+  double step = 10'000'000;
+  loop.set_step_of_clock([&step](unsigned) { return static_cast<int64_t>(step *= 1.001); });
+  loop.Run(200, 10);
+  EXPECT_FALSE(trigger.counters().guard_tripped);
+  EXPECT_GE(trigger.counters().probes, 2u);
+  EXPECT_GT(trigger.counters().guard_baseline_ns, 11'000'000);  // re-timed, not the first 10 ms
+  size_t probes = 0;
+  for (const auto& sw : loop.switches) probes += std::string(sw.why) == "probe";
+  EXPECT_EQ(probes, trigger.counters().probes);
+}
+
+// A plan that really slows the loop by 10 % (the model was wrong) is caught after its first 17
+// iterations under it, although the default clock's pace is re-timed.
+TEST(ClockTriggerTest, APlanThatSlowsTheLoopTripsTheGuard) {
+  ScheduleGpu g = TwoPacks();
+  g.baseline_ns = 10'000'000;
+  g.deadline_ns = 10'200'000;
+  ClockTrigger trigger(g, 5.0);
+  Loop loop(&trigger, 10, 10'000'000, /*lock_after=*/5);
+  loop.set_step_of_clock([](unsigned mhz) { return mhz == 0 ? 10'000'000 : 11'000'000; });
+  loop.Run(60, 10);
+  EXPECT_TRUE(trigger.counters().guard_tripped);
+  EXPECT_EQ(trigger.counters().guard_baseline_ns, 10'000'000);
+  EXPECT_EQ(trigger.counters().iterations_followed, 17u);
+  EXPECT_EQ(trigger.current_mhz(), 0u);
 }
 
 TEST(ClockScheduleTest, TextRoundTripAndRankPick) {

@@ -236,7 +236,8 @@ void SetupRun(CLI::App& app, int& exit_code) {
   cmd->add_option("--guard", args->guard_pct,
                   "Back to the default clock for the rest of the run when the median of 15 iterations under the plan "
                   "stays above this run's own iterations at the default clock (5, timed before the plan starts) times "
-                  "the plan's allowed slowdown by more than this, %, for 3 iterations; 0 = off (the plan starts at once)")
+                  "the plan's allowed slowdown by more than this, %, for 3 iterations; the default clock is timed again every "
+                  "50 iterations under the plan; 0 = off (the plan starts at once and holds)")
       ->check(CLI::Range(0.0, 1000.0));
   cmd->add_option("--switch-log", args->switch_log, "dry-run: where each switch is written, one JSON line each");
   AddLaunchFlags(cmd, args->trace);

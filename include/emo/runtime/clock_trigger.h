@@ -58,7 +58,9 @@ const ScheduleGpu* PickScheduleGpu(const ClockSchedule& s, int rank, int device)
 // first report usually holds them): their median is the run's own baseline. Then the median of
 // the latest 15 iterations run wholly under the plan may exceed that baseline by the plan's
 // allowed slowdown (deadline / predicted baseline) plus guard_pct; when it stays over for 3
-// iterations in a row, the default clock comes back for the rest of the run.
+// iterations in a row, the default clock comes back for the rest of the run. Every 50 followed
+// iterations the default clock is timed again (6 iterations: a reset, one iteration let pass, 5
+// timed), so a program whose own pace drifts is not taken for a slow plan.
 class ClockTrigger {
  public:
   struct Switch {
@@ -79,6 +81,7 @@ class ClockTrigger {
     int64_t guard_baseline_ns = 0;     // this run's iteration at the default clock (0: none)
     int64_t guard_limit_ns = 0;        // the median the guard allows
     int64_t guard_median_ns = 0;       // the median that tripped it
+    uint64_t probes = 0;               // re-timings of the default clock during the run
   };
 
   ClockTrigger(const ScheduleGpu& gpu, double guard_pct);
@@ -112,8 +115,10 @@ class ClockTrigger {
   unsigned current_mhz_ = 0;   // 0: default
   uint64_t placed_from_ = 0;   // first launch of the latest iteration whose switches are placed
   bool placed_any_ = false;
-  bool ever_placed_ = false;   // the plan has started (after the guard's baseline)
+  bool timing_ = false;        // the guard is timing the default clock (the plan waits)
+  int timing_skip_ = 0;        // iterations not to time yet (the one after a probe's reset)
   std::vector<int64_t> baseline_samples_;
+  uint64_t since_probe_ = 0;   // followed iterations since the default clock was last timed
   int over_ = 0;               // consecutive guard checks over the limit
   uint64_t plan_from_ = 0;     // first launch of the first iteration placed since following began
   std::vector<Pending> pending_;  // by position
