@@ -228,6 +228,7 @@ std::string ClockFollower::Stop() {
     put("guard_tripped", c.guard_tripped ? "1" : "0");
     put("guard_baseline_ns", std::to_string(c.guard_baseline_ns));
     put("guard_probes", std::to_string(c.probes));
+    put("guard_checks", std::to_string(c.guard_checks));
     put("guard_limit_ns", std::to_string(c.guard_limit_ns));
     if (c.guard_tripped) put("guard_median_ns", std::to_string(c.guard_median_ns));
   }

@@ -160,22 +160,27 @@ void ClockTrigger::Place(const LaunchIteration& done) {
   placed_any_ = true;
 }
 
-bool ClockTrigger::GuardTrips(const LaunchIteration& it) {
-  if (guard_pct_ <= 0 || counters_.guard_baseline_ns <= 0) return false;
-  recent_ns_.push_back(it.end_ns - it.start_ns);
-  if (recent_ns_.size() > kGuardWindow) recent_ns_.erase(recent_ns_.begin());
-  if (recent_ns_.size() < kGuardWindow) return false;
+double ClockTrigger::GuardLimit() const {
   // The plan's allowed slowdown (predicted), applied to this run's own baseline.
   double allowed = 1.0;
   if (gpu_.baseline_ns > 0 && gpu_.deadline_ns > gpu_.baseline_ns) {
     allowed = static_cast<double>(gpu_.deadline_ns) / static_cast<double>(gpu_.baseline_ns);
   }
-  const double limit = static_cast<double>(counters_.guard_baseline_ns) * allowed * (1.0 + guard_pct_ / 100.0);
+  return static_cast<double>(counters_.guard_baseline_ns) * allowed * (1.0 + guard_pct_ / 100.0);
+}
+
+bool ClockTrigger::GuardSuspects(const LaunchIteration& it) {
+  if (guard_pct_ <= 0 || counters_.guard_baseline_ns <= 0) return false;
+  recent_ns_.push_back(it.end_ns - it.start_ns);
+  if (recent_ns_.size() > kGuardWindow) recent_ns_.erase(recent_ns_.begin());
+  if (recent_ns_.size() < kGuardWindow) return false;
+  const double limit = GuardLimit();
   counters_.guard_limit_ns = static_cast<int64_t>(limit);
   const int64_t median = Median(recent_ns_);
   over_ = static_cast<double>(median) > limit ? over_ + 1 : 0;
   if (over_ < kGuardPersist) return false;
-  counters_.guard_median_ns = median;
+  suspect_ns_ = median;
+  ++counters_.guard_checks;
   return true;
 }
 
@@ -190,40 +195,47 @@ void ClockTrigger::OnLaunch(uint64_t position, const std::vector<LaunchIteration
       if (following_) Fallback(position, "fallback", out);
       continue;
     }
+    if (!following_ && timing_ && baseline_samples_.empty()) timing_from_ = position;
     following_ = true;
     if (timing_) {
-      // The default clock's iterations, timed; the first after a probe's reset ran partly at the
-      // plan's clocks.
-      if (timing_skip_ > 0) {
-        --timing_skip_;
-      } else {
-        baseline_samples_.push_back(it.end_ns - it.start_ns);
-      }
+      // The default clock's iterations, timed: only those that began after the timing did (not
+      // the finder's first report, from the program's start-up, nor one that ran partly at the
+      // plan's clocks).
+      if (it.first_launch >= timing_from_) baseline_samples_.push_back(it.end_ns - it.start_ns);
       if (baseline_samples_.size() < kBaselineIterations) continue;
       counters_.guard_baseline_ns = Median(baseline_samples_);
       baseline_samples_.clear();
       timing_ = false;
+      if (suspect_ns_ > 0) {
+        // A suspicion checked against the default clock's pace now: the plan is slow, or the
+        // program changed pace by itself.
+        const int64_t suspect = suspect_ns_;
+        suspect_ns_ = 0;
+        if (static_cast<double>(suspect) > GuardLimit()) {
+          counters_.guard_median_ns = suspect;
+          counters_.guard_tripped = true;
+          Fallback(position, "guard", out);
+          return;
+        }
+      }
       newest = &it;
       continue;
     }
     if (placed_any_ && it.first_launch >= plan_from_) {
       ++counters_.iterations_followed;
-      if (GuardTrips(it)) {
-        Fallback(position, "guard", out);
-        counters_.guard_tripped = true;
-        return;
-      }
-      if (guard_pct_ > 0 && ++since_probe_ >= kReprobeEvery) {
-        // Re-time the default clock: the program's own pace drifts (a growing KV cache, new data).
+      const bool suspect = GuardSuspects(it);
+      if (suspect || (guard_pct_ > 0 && ++since_probe_ >= kReprobeEvery)) {
+        // Time the default clock (again): to check a suspicion, or because the program's own
+        // pace drifts (a growing KV cache, new data).
         pending_.clear();
         placed_any_ = false;
         since_probe_ = 0;
         recent_ns_.clear();
         over_ = 0;
         timing_ = true;
-        timing_skip_ = 1;
+        timing_from_ = position;
         ++counters_.probes;
-        Ask(0, -1, static_cast<int64_t>(it.loop_index) + 1, "probe", position, position, out);
+        Ask(0, -1, static_cast<int64_t>(it.loop_index) + 1, suspect ? "guard check" : "probe", position, position, out);
         newest = nullptr;
         continue;
       }

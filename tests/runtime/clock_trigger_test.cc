@@ -167,50 +167,65 @@ TEST(ClockTriggerTest, WithTheGuardOnThePlanStartsAfterFiveIterationsAtTheDefaul
   g.baseline_ns = 10'000'000;
   g.deadline_ns = 10'200'000;
   ClockTrigger trigger(g, 5.0);
-  Loop loop(&trigger, 10, 12'000'000);  // reported one by one
-  loop.Run(5, 10);                      // 4 iterations completed: no switch yet
+  Loop loop(&trigger, 10, 12'000'000, /*lock_after=*/3);
+  loop.Run(8, 10);  // the finder's first report (iterations 0-2, at launch 30) is not timed
   EXPECT_TRUE(loop.switches.empty());
-  loop.Run(3, 10);
+  loop.Run(2, 10);
   ASSERT_FALSE(loop.switches.empty());
   EXPECT_EQ(trigger.counters().guard_baseline_ns, 12'000'000);
-  // The first switch came when the fifth iteration completed (at launch 50), not before.
-  EXPECT_EQ(loop.switches.front().position, 48u);
+  // Iterations 3-7 timed; the plan starts when the eighth completes (at launch 80).
+  EXPECT_EQ(loop.switches.front().position, 78u);
   EXPECT_EQ(loop.switches.front().late_by, 2u);
 }
 
 // The plan allows 2 % over the predicted baseline; the guard allows 5 % more than that, against
 // this run's own iterations at the default clock (here twice as slow as the traced run's).
-TEST(ClockTriggerTest, TheGuardJudgesThePlanAgainstTheRunsOwnIterationsBeforeIt) {
+TEST(ClockTriggerTest, TheGuardJudgesThePlanAgainstTheRunsOwnDefaultClock) {
   ScheduleGpu g = TwoPacks();
   g.baseline_ns = 10'000'000;
   g.deadline_ns = 10'200'000;
-  {
+  for (const int64_t planned : {21'200'000, 21'600'000}) {  // +6 %: within 2 % + 5 %; +8 %: not
     ClockTrigger trigger(g, 5.0);
     Loop loop(&trigger, 10, 20'000'000, /*lock_after=*/5);
-    loop.Run(6, 10);               // 5 iterations reported at once at the lock: the baseline, 20 ms
-    loop.set_step_ns(21'200'000);  // +6 % under the plan: within 2 % + 5 % (21.42 ms)
-    loop.Run(30, 10);
-    EXPECT_EQ(trigger.counters().guard_baseline_ns, 20'000'000);
-    EXPECT_EQ(trigger.counters().guard_limit_ns, 21'420'000);
-    EXPECT_FALSE(trigger.counters().guard_tripped);
-    EXPECT_GE(trigger.counters().iterations_followed, 25u);
+    loop.set_step_of_clock([planned](unsigned mhz) { return mhz == 0 ? 20'000'000 : planned; });
+    loop.Run(45, 10);
+    EXPECT_EQ(trigger.counters().guard_baseline_ns, 20'000'000) << planned;
+    EXPECT_EQ(trigger.counters().guard_limit_ns, 21'420'000) << planned;
+    if (planned < 21'420'000) {
+      EXPECT_FALSE(trigger.counters().guard_tripped);
+      EXPECT_EQ(trigger.counters().guard_checks, 0u);
+      EXPECT_GE(trigger.counters().iterations_followed, 30u);
+    } else {
+      // 15 iterations fill the window, 3 in a row over the limit raise a suspicion, the default
+      // clock timed again confirms it.
+      EXPECT_TRUE(trigger.counters().guard_tripped);
+      EXPECT_EQ(trigger.counters().guard_checks, 1u);
+      EXPECT_EQ(trigger.counters().guard_median_ns, planned);
+      EXPECT_EQ(trigger.counters().iterations_followed, 17u);
+      EXPECT_STREQ(loop.switches.back().why, "guard check");  // the clock went back then
+      EXPECT_EQ(trigger.current_mhz(), 0u);
+      const size_t n = loop.switches.size();
+      loop.Run(5, 10);
+      EXPECT_EQ(loop.switches.size(), n);  // for good
+    }
   }
-  {
-    ClockTrigger trigger(g, 5.0);
-    Loop loop(&trigger, 10, 20'000'000, /*lock_after=*/5);
-    loop.Run(6, 10);
-    loop.set_step_ns(21'600'000);  // +8 %
-    loop.Run(30, 10);
-    EXPECT_TRUE(trigger.counters().guard_tripped);
-    EXPECT_EQ(trigger.counters().guard_median_ns, 21'600'000);
-    // 15 iterations fill the window, then 3 in a row over the limit; the 5 reported at the lock
-    // ran at the default clock and do not count.
-    EXPECT_EQ(trigger.counters().iterations_followed, 17u);
-    EXPECT_STREQ(loop.switches.back().why, "guard");
-    const size_t n = loop.switches.size();
-    loop.Run(5, 10);
-    EXPECT_EQ(loop.switches.size(), n);  // for good
-  }
+}
+
+// A program that changes pace by itself (here 20 % slower from iteration 30 on, whatever the
+// clock) raises a suspicion, which the default clock's own pace then clears.
+TEST(ClockTriggerTest, ASuspicionTheDefaultClockExplainsDoesNotTripTheGuard) {
+  ScheduleGpu g = TwoPacks();
+  g.baseline_ns = 10'000'000;
+  g.deadline_ns = 10'200'000;
+  ClockTrigger trigger(g, 5.0);
+  Loop loop(&trigger, 10, 10'000'000, /*lock_after=*/5);
+  loop.Run(30, 10);
+  loop.set_step_ns(12'000'000);
+  loop.Run(40, 10);
+  EXPECT_FALSE(trigger.counters().guard_tripped);
+  EXPECT_EQ(trigger.counters().guard_checks, 1u);
+  EXPECT_EQ(trigger.counters().guard_baseline_ns, 12'000'000);
+  EXPECT_NE(trigger.current_mhz(), 0u);  // following again
 }
 
 TEST(ClockTriggerTest, OneSlowStepDoesNotTripTheGuard) {
@@ -248,7 +263,7 @@ TEST(ClockTriggerTest, AProgramThatSlowsByItselfIsReTimedNotBlamed) {
 }
 
 // A plan that really slows the loop by 10 % (the model was wrong) is caught after its first 17
-// iterations under it, although the default clock's pace is re-timed.
+// iterations under it and the check of the default clock's pace.
 TEST(ClockTriggerTest, APlanThatSlowsTheLoopTripsTheGuard) {
   ScheduleGpu g = TwoPacks();
   g.baseline_ns = 10'000'000;

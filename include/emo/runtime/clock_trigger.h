@@ -57,10 +57,12 @@ const ScheduleGpu* PickScheduleGpu(const ClockSchedule& s, int rank, int device)
 // 5 iterations of the planned loop were timed at the default clock in this run (the finder's
 // first report usually holds them): their median is the run's own baseline. Then the median of
 // the latest 15 iterations run wholly under the plan may exceed that baseline by the plan's
-// allowed slowdown (deadline / predicted baseline) plus guard_pct; when it stays over for 3
-// iterations in a row, the default clock comes back for the rest of the run. Every 50 followed
-// iterations the default clock is timed again (6 iterations: a reset, one iteration let pass, 5
-// timed), so a program whose own pace drifts is not taken for a slow plan.
+// allowed slowdown (deadline / predicted baseline) plus guard_pct. When it stays over for 3
+// iterations in a row, the default clock is timed again at once: only if the plan's median is
+// still over the limit against that fresh baseline does the guard trip, and the default clock
+// stays for the rest of the run. Every 50 followed iterations the default clock is timed again
+// anyway (a reset, the iteration in progress let pass, 5 timed), so a program whose own pace
+// drifts or changes phase is not taken for a slow plan.
 class ClockTrigger {
  public:
   struct Switch {
@@ -82,6 +84,7 @@ class ClockTrigger {
     int64_t guard_limit_ns = 0;        // the median the guard allows
     int64_t guard_median_ns = 0;       // the median that tripped it
     uint64_t probes = 0;               // re-timings of the default clock during the run
+    uint64_t guard_checks = 0;         // of which to check a suspicion
   };
 
   ClockTrigger(const ScheduleGpu& gpu, double guard_pct);
@@ -106,8 +109,10 @@ class ClockTrigger {
            std::vector<Switch>* out);
   void Fallback(uint64_t now, const char* why, std::vector<Switch>* out);
   void Place(const LaunchIteration& done);
-  // Whether the guard trips on the iteration `it` (completed under the plan).
-  bool GuardTrips(const LaunchIteration& it);
+  // Whether the iterations under the plan, `it` the latest, look too slow: then the default
+  // clock is timed again, and the guard trips only if they are too slow against that.
+  bool GuardSuspects(const LaunchIteration& it);
+  double GuardLimit() const;
 
   ScheduleGpu gpu_;
   double guard_pct_ = 0;
@@ -116,7 +121,8 @@ class ClockTrigger {
   uint64_t placed_from_ = 0;   // first launch of the latest iteration whose switches are placed
   bool placed_any_ = false;
   bool timing_ = false;        // the guard is timing the default clock (the plan waits)
-  int timing_skip_ = 0;        // iterations not to time yet (the one after a probe's reset)
+  uint64_t timing_from_ = 0;   // iterations starting before this launch are not timed
+  int64_t suspect_ns_ = 0;     // the plan's median the running timing is to judge (0: none)
   std::vector<int64_t> baseline_samples_;
   uint64_t since_probe_ = 0;   // followed iterations since the default clock was last timed
   int over_ = 0;               // consecutive guard checks over the limit
