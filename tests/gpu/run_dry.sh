@@ -3,7 +3,8 @@
 # `emo run --actuator dry-run` follows a policy made from the program's own trace. Never changes
 # a clock: dry-run only writes the switches it would make. Checks:
 #  - emo trace + emo optimize --policy give a version-3 policy anchored in launch calls;
-#  - under emo run, the program's process finds the loop, follows the plan (no fallback, no
+#  - under emo run (--guard 0: the plan from the first iteration on; the guard has its own
+#    tests), the program's process finds the loop, follows the plan (no fallback, no
 #    failed switch), its first lock is logged with a planned clock and its pack, the last line
 #    is the reset at exit, and the program's exit code comes back;
 #  - a policy for another GPU model is refused before the program starts (exit 2).
@@ -20,7 +21,7 @@ bash "$root/bench/gpu/build_streams_graph.sh" "$out/streams_graph"
 trace="$(ls "$out"/sg_*.emotrace | head -1)"
 "$EMO" optimize "$trace" --device h200 --policy "$out/policy.json" > "$out/optimize.txt"
 set +e
-"$EMO" run --policy "$out/policy.json" --switch-log "$out/switches.jsonl" --json "$out/run.json" -- \
+"$EMO" run --policy "$out/policy.json" --guard 0 --switch-log "$out/switches.jsonl" --json "$out/run.json" -- \
   "$out/streams_graph" --iters 1500 --warmup 10 --no-step-list > "$out/run.out" 2>&1
 echo $? > "$out/run.rc"
 python3 - "$out/policy.json" "$out/other_gpu.json" <<'PY'
