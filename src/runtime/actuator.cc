@@ -61,6 +61,13 @@ class SwitchLog {
   int fd_ = -1;
 };
 
+// Whether `slot` names one of the `opened` GPUs; otherwise says so in `error`.
+bool ValidSlot(size_t opened, int slot, std::string* error) {
+  if (slot >= 0 && static_cast<size_t>(slot) < opened) return true;
+  *error = "no GPU opened as slot " + std::to_string(slot);
+  return false;
+}
+
 std::string SwitchLine(const char* actuator, const ActuatorGpu& gpu, const char* action, const SwitchRequest* r,
                        unsigned mhz) {
   nlohmann::json j = {{"t_ns", MonotonicNs()}, {"pid", static_cast<int>(getpid())}, {"actuator", actuator},
@@ -115,11 +122,7 @@ class RecordingActuator final : public Actuator {
   }
 
  private:
-  bool Valid(int slot, std::string* error) const {
-    if (slot >= 0 && slot < static_cast<int>(gpus_.size())) return true;
-    *error = "no GPU opened as slot " + std::to_string(slot);
-    return false;
-  }
+  bool Valid(int slot, std::string* error) const { return ValidSlot(gpus_.size(), slot, error); }
 
   const char* kind_;
   ActuatorOptions options_;
@@ -163,11 +166,7 @@ class NvmlActuator final : public Actuator {
     ActuatorGpu gpu;
     NvmlLibrary::Handle handle;
   };
-  bool Valid(int slot, std::string* error) const {
-    if (slot >= 0 && slot < static_cast<int>(gpus_.size())) return true;
-    *error = "no GPU opened as slot " + std::to_string(slot);
-    return false;
-  }
+  bool Valid(int slot, std::string* error) const { return ValidSlot(gpus_.size(), slot, error); }
 
   NvmlLibrary nvml_;
   std::mutex mutex_;
@@ -244,11 +243,7 @@ class ZeusdActuator final : public Actuator {
   }
 
  private:
-  bool Valid(int slot, std::string* error) const {
-    if (slot >= 0 && slot < static_cast<int>(opened_.size())) return true;
-    *error = "no GPU opened as slot " + std::to_string(slot);
-    return false;
-  }
+  bool Valid(int slot, std::string* error) const { return ValidSlot(opened_.size(), slot, error); }
 
   // One HTTP/1.1 request on a new connection (Connection: close); true on a 2xx answer.
   bool Request(const std::string& method, const std::string& target, std::string* body, std::string* error) const {

@@ -53,12 +53,13 @@ class RunCliTest : public ::testing::Test {
     return "sh -c 'echo 0000:19:00.0 >> \"$EMO_RUN_JOURNAL\"; echo \"0000:19:00.0 1200\" > \"$FAKE_NVML_STATE\"; " + then +
            "'";
   }
-  // Waits (up to 30 s) for the fake GPU to be back at its default clock.
-  bool WaitForReset() const {
+  // Waits (up to 30 s) until the fake GPU's clock is `mhz` (0: back at the default).
+  bool WaitForClock(int mhz) const {
+    const std::string want = "0000:19:00.0 " + std::to_string(mhz) + "\n";
     const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
     while (std::chrono::steady_clock::now() < deadline) {
-      if (ReadText(State()) == "0000:19:00.0 0\n") return true;
-      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+      if (ReadText(State()) == want) return true;
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
     }
     return false;
   }
@@ -74,15 +75,6 @@ class RunCliTest : public ::testing::Test {
       _exit(127);
     }
     return pid;
-  }
-  // Waits until the program has "locked" the clock.
-  bool WaitForLock() const {
-    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
-    while (std::chrono::steady_clock::now() < deadline) {
-      if (ReadText(State()) == "0000:19:00.0 1200\n") return true;
-      std::this_thread::sleep_for(std::chrono::milliseconds(10));
-    }
-    return false;
   }
 
   std::string dir_, policy_;
@@ -105,11 +97,11 @@ TEST_F(RunCliTest, TheClockIsResetWhenTheProgramIsKilled) {
 
 TEST_F(RunCliTest, TheClockIsResetWhenEmoIsTerminated) {
   const pid_t emo = Spawn("run --policy " + policy_ + " --actuator nvml -- " + LockingProgram("sleep 60"));
-  ASSERT_TRUE(WaitForLock());
+  ASSERT_TRUE(WaitForClock(1200));
   kill(emo, SIGTERM);
   int status = 0;
   waitpid(emo, &status, 0);
-  EXPECT_TRUE(WaitForReset()) << ReadText(dir_ + "/emo.out");
+  EXPECT_TRUE(WaitForClock(0)) << ReadText(dir_ + "/emo.out");
   // emo passed the signal on: the program ended with it.
   EXPECT_NE(ReadText(dir_ + "/emo.out").find("was ended by signal 15"), std::string::npos) << ReadText(dir_ + "/emo.out");
   kill(-emo, SIGKILL);
@@ -117,11 +109,11 @@ TEST_F(RunCliTest, TheClockIsResetWhenEmoIsTerminated) {
 
 TEST_F(RunCliTest, TheClockIsResetWhenEmoIsKilled) {
   const pid_t emo = Spawn("run --policy " + policy_ + " --actuator nvml -- " + LockingProgram("sleep 60"));
-  ASSERT_TRUE(WaitForLock());
+  ASSERT_TRUE(WaitForClock(1200));
   kill(emo, SIGKILL);  // no handler runs: only the watchdog is left to reset
   int status = 0;
   waitpid(emo, &status, 0);
-  EXPECT_TRUE(WaitForReset()) << ReadText(dir_ + "/emo.out");
+  EXPECT_TRUE(WaitForClock(0)) << ReadText(dir_ + "/emo.out");
   kill(-emo, SIGKILL);  // the orphaned program
 }
 
