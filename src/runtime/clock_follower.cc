@@ -62,7 +62,14 @@ void ClockFollower::OnDevice(uint32_t ordinal) {
 }
 
 void ClockFollower::OnLaunch(uint64_t position, const std::vector<LaunchIteration>& completed, bool locked) {
-  if (!ready_.load(std::memory_order_acquire)) return;
+  if (!ready_.load(std::memory_order_acquire)) {
+    if (no_plan_.load(std::memory_order_acquire) && !told_no_plan_) {
+      told_no_plan_ = true;
+      std::fprintf(stderr, "emo run (%s): the policy has no plan for this process (rank %d); the clocks are left at "
+                   "the default\n", schedule_.policy.c_str(), rank_);
+    }
+    return;
+  }
   due_.clear();
   trigger_->OnLaunch(position, completed, locked, &due_);
   if (due_.empty()) return;
@@ -79,8 +86,12 @@ bool ClockFollower::Attach(uint32_t ordinal) {
   if (driver_ == nullptr || !driver_->Identify(static_cast<int>(ordinal), &id) || id.pci_bus_id.empty()) {
     refused_ = "the CUDA driver does not say which GPU CUDA device " + std::to_string(ordinal) + " is";
   } else if (const ScheduleGpu* plan = PickScheduleGpu(schedule_, rank_, static_cast<int>(ordinal)); plan == nullptr) {
+    // Said only if this process launches work: a job's launcher (torchrun) creates a context and
+    // runs nothing.
     refused_ = "the policy has no plan for this process (rank " + std::to_string(rank_) + ", CUDA device " +
                std::to_string(ordinal) + ")";
+    no_plan_.store(true, std::memory_order_release);
+    return false;
   } else if (plan->gpu_name != id.name) {
     refused_ = "the policy was made for " + plan->gpu_name + " and this process runs on " + id.name + " (" +
                id.pci_bus_id + "); make a policy from a trace of this GPU";

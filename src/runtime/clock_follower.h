@@ -64,6 +64,8 @@ class ClockFollower {
 
   std::optional<ClockTrigger> trigger_;  // set by the switching thread before `ready_`
   std::atomic<bool> ready_{false};
+  std::atomic<bool> no_plan_{false};  // no plan fits this process (said at its first launch)
+  bool told_no_plan_ = false;         // control thread's
   std::vector<ClockTrigger::Switch> due_;  // control thread's scratch
 
   std::mutex mutex_;

@@ -579,6 +579,33 @@ TEST_F(InjectRunTest, APolicyForAnotherGpuIsRefusedAndNothingIsSet) {
   EXPECT_NE(meta["run.not_followed_because"].find("NVIDIA A100-SXM4-80GB"), std::string::npos);
 }
 
+// A process the policy has no plan for (here rank 0 of a policy made for ranks 5 and 6) says so
+// once when it launches work; a launcher that only creates a context says nothing.
+TEST_F(InjectRunTest, AProcessWithoutAPlanSaysSoOnlyWhenItLaunchesWork) {
+  auto env = Env("nvml");
+  std::string text = RunSchedule("nvml", "");
+  text.replace(text.find("gpu -1 0 "), 9, "gpu 5 0 ");
+  text += "gpu 6 0 5 100000000 90000000 NVIDIA H200\npack 0 -1 1300\n";
+  std::ofstream(dir_ / "schedule") << text;
+  const ChildResult idle = RunChild(env, [](const Hooks& h) { h.create_context(0); });
+  EXPECT_EQ(idle.exit_code, 0) << idle.err;
+  EXPECT_EQ(idle.err.find("emo run"), std::string::npos) << idle.err;
+  const ChildResult busy = RunChild(env, [](const Hooks& h) {
+    Loop loop(h);
+    h.create_context(0);
+    for (int iteration = 0; iteration < 4; ++iteration) {
+      loop.Iteration();
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+  });
+  EXPECT_EQ(busy.exit_code, 0) << busy.err;
+  const std::string said = "emo run (test-policy.json): the policy has no plan for this process (rank 0)";
+  const size_t at = busy.err.find(said);
+  EXPECT_NE(at, std::string::npos) << busy.err;
+  EXPECT_EQ(busy.err.find(said, at + 1), std::string::npos) << busy.err;  // once
+  EXPECT_TRUE(ControlCalls().empty());
+}
+
 TEST_F(InjectRunTest, DryRunLogsTheSwitchesWithTheirPacksAndChangesNothing) {
   const ChildResult r = RunChild(Env("dry-run"), [](const Hooks& h) {
     Loop loop(h);
