@@ -1,11 +1,16 @@
 // emo analyze: replay, slack and critical path of one or more traces.
 #include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include <algorithm>
+#include <optional>
 
 #include <nlohmann/json.hpp>
 
 #include "cli_util.h"
 #include "commands.h"
 #include "emo/analysis/analyze.h"
+#include "emo/analysis/job.h"
 #include "emo/base/text.h"
 #include "emo/report/perfetto.h"
 
@@ -83,6 +88,25 @@ void PrintSummary(const analysis::TraceAnalysis& a) {
   }
 }
 
+void PrintJob(const analysis::JobAnalysis& job) {
+  fmt::print("job               {} of {} ranks given{}; {} collectives matched across ranks\n", job.ranks.size(),
+             job.world_size,
+             job.missing_ranks.empty() ? "" : fmt::format(" (missing: {})", fmt::join(job.missing_ranks, ", ")),
+             job.collectives.size());
+  for (const auto& w : job.ranks) {
+    fmt::print("  rank {:<4} waited {:>10.1f} us for peers in {} collectives; last to arrive in {}, keeping the others "
+               "waiting {:.1f} us{}{}\n",
+               w.rank, NsToUs(w.waited_ns), w.collectives, w.last_to_arrive, NsToUs(w.kept_waiting_ns),
+               w.unmatched > 0 ? fmt::format("; {} of its collective kernels unmatched", w.unmatched) : "",
+               w.clock_offset_ns != 0 ? fmt::format("; clock offset {:+.1f} us", NsToUs(w.clock_offset_ns)) : "");
+  }
+  if (job.critical_rank >= 0) {
+    fmt::print("  critical rank {}: the others waited on it longest (over every matched collective of the traces)\n",
+               job.critical_rank);
+  }
+  for (const auto& n : job.notes) fmt::print("  note: {}\n", n);
+}
+
 int RunAnalyze(const AnalyzeArgs& args) {
   analysis::AnalyzeOptions options;
   options.iteration_regex = args.iteration;
@@ -97,11 +121,31 @@ int RunAnalyze(const AnalyzeArgs& args) {
     if (!a.ok()) return Fail("analyze", a.status());
     all.push_back(std::move(a).value());
   }
+  // Several ranks of one job: their collectives matched across ranks.
+  std::optional<analysis::JobAnalysis> job;
+  if (all.size() >= 2) {
+    std::vector<analysis::RankInput> inputs;
+    for (const auto& a : all) inputs.push_back(analysis::RankInputOf(a));
+    const bool ranked = std::all_of(inputs.begin(), inputs.end(), [](const auto& r) { return r.rank >= 0; });
+    const bool same_file = std::any_of(inputs.begin() + 1, inputs.end(), [&](const auto& r) {
+      return std::count_if(inputs.begin(), inputs.end(), [&](const auto& o) { return o.path == r.path; }) > 1;
+    });
+    if (ranked || same_file) {
+      auto j = analysis::AnalyzeJob(inputs);
+      if (!j.ok()) {
+        Fail("analyze", j.status());
+        return 2;
+      }
+      job = std::move(j).value();
+    }
+  }
   const bool json_to_stdout = args.json == "-";
   if (!json_to_stdout) {
     for (const auto& a : all) PrintSummary(a);
+    if (job) PrintJob(*job);
   }
   nlohmann::json out = analysis::AnalysesToJson(all);
+  if (all.size() >= 2) out["job"] = job ? analysis::JobToJson(*job) : nlohmann::json(nullptr);
   if (args.hta_path) {
     for (size_t i = 0; i < all.size(); ++i) {
       nlohmann::json hta = HtaPathJson(all[i]);
