@@ -26,7 +26,7 @@ constexpr TimeNs kEndTolerance = 200'000;
 bool EndsTogether(const std::string& name) {
   for (const char* n : {"allreduce", "all_reduce", "allgather", "all_gather", "_allgather_base", "allgather_into_tensor_coalesced",
                         "reducescatter", "reduce_scatter", "_reduce_scatter_base", "reduce_scatter_tensor_coalesced",
-                        "alltoall", "all_to_all", "alltoall_base", "all_to_allv", "barrier"}) {
+                        "alltoall", "all_to_all", "alltoall_base", "all_to_allv", "barrier", "sendrecv"}) {
     if (name == n) return true;
   }
   return false;
@@ -127,8 +127,10 @@ std::vector<int64_t> Align(const RankInput& ref_rank, const std::vector<size_t>&
   return best;
 }
 
-// "ncclDevKernel_AllReduce_Sum_f32_RING_LL(...)" -> "allreduce"; "" for other kernels and for
-// SendRecv (its direction is not in the name).
+// "ncclDevKernel_AllReduce_Sum_f32_RING_LL(...)" -> "allreduce"; "" for other kernels. A
+// SendRecv kernel's direction is not in its name: it is matched as "sendrecv" across every rank
+// that runs one, which is what an all-to-all built of grouped sends and receives is (DLRM's
+// embedding exchange); a pipeline's one-way transfers seldom end together and stay unmatched.
 std::string NcclKernelCollective(std::string_view name) {
   for (std::string_view prefix : {"ncclDevKernel_", "ncclKernel_"}) {
     if (name.substr(0, prefix.size()) != prefix) continue;
@@ -136,7 +138,7 @@ std::string NcclKernelCollective(std::string_view name) {
     const size_t end = name.find_first_of("_(");
     std::string kind(name.substr(0, end));
     for (char& ch : kind) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
-    return kind == "sendrecv" ? std::string() : kind;
+    return kind;
   }
   return {};
 }
@@ -159,8 +161,10 @@ RankInput RankInputOf(const TraceAnalysis& a) {
   for (size_t op = 0; op < t.gpu.size(); ++op) {
     const trace::CollectiveId id = t.gpu.collective[op];
     if (!id.valid()) {
-      // Without the profiler's collective metadata (EMO traces), an NCCL kernel's name still says
-      // which collective it is; not which way a SendRecv goes, nor its size or process group.
+      // Without the profiler's collective metadata (EMO traces, older profilers), an NCCL
+      // kernel's name still says which collective it is; not its size or process group. A
+      // trace with metadata keeps to it.
+      if (!t.collectives.empty()) continue;
       const std::string kind = NcclKernelCollective(t.Name(t.gpu.name[op]));
       if (kind.empty()) continue;
       RankCollective c;

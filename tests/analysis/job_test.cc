@@ -3,7 +3,10 @@
 #include "emo/analysis/job.h"
 
 #include <gtest/gtest.h>
+#include <unistd.h>
 
+#include <cstdlib>
+#include <filesystem>
 #include <string>
 #include <vector>
 
@@ -185,6 +188,31 @@ TEST(JobSharedTest, H200DdpAndPipelineRanksMatchEveryCollective) {
       EXPECT_EQ(job->critical_rank, 0);
     }
   }
+}
+
+// The 8-rank DLRM step (PARAM, V100; no collective metadata: matched by kernel name): the
+// ranks wait in its all-to-all exchanges for rank 7, the straggler.
+TEST(JobSharedTest, TheDlrmStragglerIsTheRankTheOthersWaitOn) {
+  EMO_REQUIRE_SHARED();
+  const std::string dir = ::testing::TempDir() + "emo_job_dlrm_" + std::to_string(getpid());
+  ASSERT_EQ(std::system(("mkdir -p '" + dir + "' && tar xzf '" + SharedPath("traces/param/dlrm_kineto_8ranks_v100.tar.gz") +
+                         "' -C '" + dir + "'").c_str()),
+            0);
+  std::vector<RankInput> ranks;
+  AnalyzeOptions options;
+  for (const auto& entry : std::filesystem::directory_iterator(dir + "/dlrm_kineto")) {
+    auto a = AnalyzeTrace(entry.path().string(), options);
+    ASSERT_TRUE(a.ok()) << a.status().message();
+    ranks.push_back(RankInputOf(*a));
+  }
+  std::filesystem::remove_all(dir);
+  ASSERT_EQ(ranks.size(), 8u);
+  const auto job = AnalyzeJob(ranks);
+  ASSERT_TRUE(job.ok()) << job.status().message();
+  EXPECT_TRUE(job->missing_ranks.empty());
+  EXPECT_EQ(job->collectives.size(), 8u);  // 5 all-to-all exchanges and 3 all-reduces
+  EXPECT_EQ(job->critical_rank, 7);
+  EXPECT_EQ(Of(*job, 7).last_to_arrive, 5u);
 }
 
 // emo trace's own traces of a DDP job carry no collective metadata: the NCCL kernels' names say
