@@ -505,7 +505,10 @@ TEST_F(InjectRunTest, EverySwitchHappensInOrderAheadOfItsPackAndTheClockIsResetA
     Loop loop(h);
     h.create_context(0);
     bool following = false;
-    for (int iteration = 0; iteration < 16; ++iteration) {
+    // Until 12 iterations ran followed (the loop is found after a few, later on a busy machine).
+    int followed = 0;
+    for (int iteration = 0; iteration < 400 && followed < 12; ++iteration) {
+      if (following) ++followed;
       for (int i = 0; i < 5; ++i) {
         loop.Launch(i);
         if (!following) {
@@ -607,14 +610,22 @@ TEST_F(InjectRunTest, AProcessWithoutAPlanSaysSoOnlyWhenItLaunchesWork) {
 }
 
 TEST_F(InjectRunTest, DryRunLogsTheSwitchesWithTheirPacksAndChangesNothing) {
-  const ChildResult r = RunChild(Env("dry-run"), [](const Hooks& h) {
+  const std::filesystem::path log = dir_ / "switches.jsonl";
+  const ChildResult r = RunChild(Env("dry-run"), [&log](const Hooks& h) {
     Loop loop(h);
     h.create_context(0);
-    for (int iteration = 0; iteration < 12; ++iteration) {
+    // Until two switches are logged (the loop is found after a few iterations, later on a busy
+    // machine), then two iterations more.
+    int after = 0;
+    for (int iteration = 0; iteration < 400 && after < 2; ++iteration) {
       for (int i = 0; i < 5; ++i) {
         loop.Launch(i);
         std::this_thread::sleep_for(std::chrono::milliseconds(2));
       }
+      const std::string text = ReadText(log);
+      size_t locks = 0;
+      for (size_t at = text.find("\"lock\""); at != std::string::npos; at = text.find("\"lock\"", at + 1)) ++locks;
+      if (locks >= 2) ++after;
     }
   });
   EXPECT_EQ(r.exit_code, 0) << r.err;
