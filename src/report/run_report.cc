@@ -62,6 +62,17 @@ nlohmann::json RunToJson(const std::string& path, const trace::Trace& t) {
     for (const auto& [key, value] : r.policy_run) run[key] = value;
     j["policy_run"] = run;
   }
+  if (r.plan) {
+    auto part = [](const std::pair<TimeNs, int64_t>& step, const std::vector<trace::GpuEnergy>& energies) {
+      nlohmann::json g = nlohmann::json::array();
+      for (const auto& e : energies) g.push_back(analysis::GpuEnergyToJson(e));
+      return nlohmann::json{{"step_ms", OrNull(step.first > 0 ? Ms(step.first) : -1)}, {"iterations", step.second}, {"gpus", g}};
+    };
+    j["policy_effect"] = {{"before_plan", part(r.plan->before_step, r.plan->before_gpus)},
+                          {"under_plan", part(r.plan->under_step, r.plan->under_gpus)},
+                          {"note", "measured: the program's iterations before the plan's first switch and while it held "
+                                   "(the guard's re-timings of the default clock included)"}};
+  }
   return j;
 }
 
@@ -130,6 +141,33 @@ std::string RunText(const std::string& path, const trace::Trace& t) {
                        get("clock_at_exit"));
     } else {
       s += fmt::format("  clock policy      NOT followed: {}\n", get("not_followed_because"));
+    }
+  }
+  if (r.plan) {
+    const auto& p = *r.plan;
+    if (p.before_step.first > 0 && p.under_step.first > 0) {
+      s += fmt::format("  under the plan    {:.3f} ms per iteration (median of {}) against {:.3f} ms before it ({}): "
+                       "{:+.1f} %\n",
+                       Ms(p.under_step.first), p.under_step.second, Ms(p.before_step.first), p.before_step.second,
+                       100.0 * (static_cast<double>(p.under_step.first) / static_cast<double>(p.before_step.first) - 1.0));
+    } else {
+      s += fmt::format("  under the plan    {} iterations timed under it, {} before it: too few to compare\n",
+                       p.under_step.second, p.before_step.second);
+    }
+    for (size_t i = 0; i < p.under_gpus.size() && i < p.before_gpus.size(); ++i) {
+      const auto& u = p.under_gpus[i];
+      const auto& b = p.before_gpus[i];
+      if (u.Measurable() && b.Measurable()) {
+        s += fmt::format("  GPU {} energy     {:.3f} J per iteration under the plan (+- {:.3f}) against {:.3f} J before "
+                         "(+- {:.3f}): {:+.1f} %, measured\n",
+                         u.device, u.energy_per_iteration_j, u.uncertainty_per_iteration_j, b.energy_per_iteration_j,
+                         b.uncertainty_per_iteration_j,
+                         100.0 * (u.energy_per_iteration_j / b.energy_per_iteration_j - 1.0));
+      } else {
+        s += fmt::format("  GPU {} energy     not measurable on both sides of the plan's start (windows of {} and {} "
+                         "iterations against an NVML counter updating every {:.0f} ms): run longer\n",
+                         u.device, b.iterations, u.iterations, Ms(u.counter_period_ns));
+      }
     }
   }
   if (!r.complete) s += fmt::format("  incomplete        {}\n", r.end_note);

@@ -1,5 +1,7 @@
 #include "clock_follower.h"
 
+#include "clock_reference.h"
+
 #include <fcntl.h>
 #include <signal.h>
 #include <unistd.h>
@@ -145,8 +147,11 @@ void ClockFollower::Apply(const ClockTrigger::Switch& s) {
   if (ok) {
     ++applied_;
     applied_mhz_ = s.mhz;
+    if (s.mhz != 0 && plan_started_ns_ < 0) plan_started_ns_ = CuptiNow();
+    if (s.mhz == 0) last_reset_ns_ = CuptiNow();
     return;
   }
+  if (plan_stopped_ns_ < 0 && plan_started_ns_ >= 0) plan_stopped_ns_ = CuptiNow();
   ++failed_;
   last_error_ = error;
   refused_ = error;
@@ -161,6 +166,7 @@ void ClockFollower::Apply(const ClockTrigger::Switch& s) {
 void ClockFollower::CheckEmo() {
   if (emo_pid_ <= 0 || !refused_.empty() || kill(emo_pid_, 0) == 0 || errno != ESRCH) return;
   refused_ = "emo run (pid " + std::to_string(emo_pid_) + ") is gone";
+  if (plan_stopped_ns_ < 0 && plan_started_ns_ >= 0) plan_stopped_ns_ = CuptiNow();
   std::string error;
   if (applied_mhz_ != 0 && actuator_->Reset(slot_, "emo gone", &error)) applied_mhz_ = 0;
   std::fprintf(stderr, "emo run (%s): %s; the plan is no longer followed and the clock is back at the default\n",
@@ -244,6 +250,10 @@ std::string ClockFollower::Stop() {
     if (c.guard_tripped) put("guard_median_ns", std::to_string(c.guard_median_ns));
   }
   put("clock_at_exit", applied_mhz_ == 0 ? "default" : std::to_string(applied_mhz_));
+  // The guard's trip comes after the re-timing that confirmed it: the plan ended at that reset.
+  if (trigger_ && trigger_->counters().guard_tripped && plan_stopped_ns_ < 0) plan_stopped_ns_ = last_reset_ns_;
+  if (plan_started_ns_ >= 0) put("plan_started_ns", std::to_string(plan_started_ns_));
+  if (plan_stopped_ns_ >= 0) put("plan_stopped_ns", std::to_string(plan_stopped_ns_));
   return m;
 }
 

@@ -83,6 +83,9 @@ class ClockFollower {
   std::string last_error_;
   uint64_t applied_ = 0, failed_ = 0, coalesced_ = 0;
   unsigned applied_mhz_ = 0;  // 0: default
+  int64_t plan_started_ns_ = -1;  // CUPTI time of the first lock applied
+  int64_t plan_stopped_ns_ = -1;  // of the reset that ended the plan for good (guard, error, emo gone)
+  int64_t last_reset_ns_ = -1;    // of the latest reset applied
   bool journaled_ = false;
   bool stopped_ = false;
 };

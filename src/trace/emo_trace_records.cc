@@ -127,6 +127,94 @@ void EmoRecords::Add(ef::ChunkKind kind, std::string_view payload) {
   ++skipped;
 }
 
+// The median host time of the iterations marked, and how many there are.
+std::pair<TimeNs, int64_t> StepOf(const std::vector<emo_format::IterationRecord>& its, const std::vector<bool>& marked) {
+  std::vector<TimeNs> ns;
+  for (size_t i = 0; i < its.size(); ++i) {
+    if (marked[i]) ns.push_back(its[i].end_ns - its[i].start_ns);
+  }
+  return {Quantile(ns, 0.5), static_cast<int64_t>(ns.size())};
+}
+
+// Each GPU's energy per iteration over the longest run of consecutive marked iterations that
+// abut in time (a left-out iteration of another loop, or the hand-over from launch-period to
+// anchor iterations, leaves a stretch of time that belongs to no counted iteration).
+std::vector<GpuEnergy> GpuEnergies(const EmoRecords& r, const std::vector<emo_format::IterationRecord>& its,
+                                   const std::vector<bool>& usable) {
+  std::vector<GpuEnergy> out;
+  size_t best_first = 0, best_n = 0;
+  for (size_t i = 0; i < its.size();) {
+    if (!usable[i]) {
+      ++i;
+      continue;
+    }
+    size_t j = i + 1;
+    while (j < its.size() && usable[j] && its[j].start_ns == its[j - 1].end_ns) ++j;
+    if (j - i > best_n) {
+      best_first = i;
+      best_n = j - i;
+    }
+    i = j;
+  }
+
+  std::vector<uint32_t> devices;
+  for (const auto& g : r.gpus) devices.push_back(g.device);
+  for (const auto& e : r.energy) {
+    if (std::find(devices.begin(), devices.end(), e.gpu) == devices.end()) devices.push_back(e.gpu);
+  }
+  std::sort(devices.begin(), devices.end());
+  for (uint32_t d : devices) {
+    GpuEnergy g;
+    g.device = static_cast<int32_t>(d);
+    for (const auto& x : r.gpus) {
+      auto s = x.device == d ? r.strings.find(x.name) : r.strings.end();
+      if (s != r.strings.end()) g.name = s->second;
+    }
+    std::vector<ef::EnergyRecord> reads;
+    for (const auto& e : r.energy) {
+      if (e.gpu == d) reads.push_back(e);
+    }
+    std::sort(reads.begin(), reads.end(), [](const auto& a, const auto& b) { return a.time_ns < b.time_ns; });
+    g.counter_reads = static_cast<int64_t>(reads.size());
+    std::vector<TimeNs> changes, periods;
+    for (size_t i = 1; i < reads.size(); ++i) {
+      if (reads[i].energy_mj != reads[i - 1].energy_mj) changes.push_back(reads[i].time_ns);
+    }
+    for (size_t i = 1; i < changes.size(); ++i) periods.push_back(changes[i] - changes[i - 1]);
+    g.counter_period_ns = std::max<TimeNs>(0, Quantile(periods, 0.5));
+    std::vector<double> idle;
+    const TimeNs first_start = its.empty() ? 0 : its.front().start_ns;
+    for (const auto& p : r.power) {
+      if (p.gpu != d) continue;
+      ++g.power_samples;
+      if (!its.empty() && p.time_ns < first_start) idle.push_back(p.power_mw * 1e-3);
+    }
+    if (!idle.empty()) {
+      std::nth_element(idle.begin(), idle.begin() + static_cast<ptrdiff_t>(idle.size() / 2), idle.end());
+      g.idle_power_w = idle[idle.size() / 2];
+    }
+    double e0 = 0, e1 = 0;
+    if (best_n > 0) {
+      g.window_start = its[best_first].start_ns;
+      g.window_end = its[best_first + best_n - 1].end_ns;
+      g.iterations = static_cast<int64_t>(best_n);
+      if (g.window_end > g.window_start && EnergyAt(reads, g.window_start, &e0) && EnergyAt(reads, g.window_end, &e1)) {
+        g.energy_j = (e1 - e0) * 1e-3;
+        const double seconds = static_cast<double>(g.window_end - g.window_start) * 1e-9;
+        g.busy_power_w = g.energy_j / seconds;
+        g.energy_per_iteration_j = g.energy_j / static_cast<double>(best_n);
+        // Each end of the window is known to within one counter update.
+        const double update_j = g.busy_power_w * static_cast<double>(g.counter_period_ns) * 1e-9;
+        g.uncertainty_per_iteration_j = 2.0 * update_j / static_cast<double>(best_n);
+      } else {
+        g.energy_j = g.energy_per_iteration_j = g.busy_power_w = -1;  // the reads do not cover the window
+      }
+    }
+    out.push_back(g);
+  }
+  return out;
+}
+
 RunMeasurement MeasureRun(const EmoRecords& r) {
   RunMeasurement m;
   m.mode = ToString(r.meta, "config.mode", "trace");
@@ -209,78 +297,20 @@ RunMeasurement MeasureRun(const EmoRecords& r) {
   m.untraced_step_p10_ns = Quantile(untraced, 0.1);
   m.untraced_step_p90_ns = Quantile(untraced, 0.9);
 
-  // The energy window: the longest run of consecutive usable iterations that abut in time (a
-  // left-out iteration of another loop, or the hand-over from launch-period to anchor
-  // iterations, leaves a stretch of time that belongs to no counted iteration).
-  size_t best_first = 0, best_n = 0;
-  for (size_t i = 0; i < its.size();) {
-    if (!usable[i]) {
-      ++i;
-      continue;
-    }
-    size_t j = i + 1;
-    while (j < its.size() && usable[j] && its[j].start_ns == its[j - 1].end_ns) ++j;
-    if (j - i > best_n) {
-      best_first = i;
-      best_n = j - i;
-    }
-    i = j;
-  }
+  m.gpus = GpuEnergies(r, its, usable);
 
-  std::vector<uint32_t> devices;
-  for (const auto& g : r.gpus) devices.push_back(g.device);
-  for (const auto& e : r.energy) {
-    if (std::find(devices.begin(), devices.end(), e.gpu) == devices.end()) devices.push_back(e.gpu);
-  }
-  std::sort(devices.begin(), devices.end());
-  for (uint32_t d : devices) {
-    GpuEnergy g;
-    g.device = static_cast<int32_t>(d);
-    for (const auto& x : r.gpus) {
-      auto s = x.device == d ? r.strings.find(x.name) : r.strings.end();
-      if (s != r.strings.end()) g.name = s->second;
+  // `emo run`: the same measures before the plan took over and while it held (meta
+  // run.plan_started_ns, run.plan_stopped_ns on the trace's clock).
+  const int64_t started = MetaInt(r.meta, "run.plan_started_ns", -1);
+  if (started > 0) {
+    const int64_t stopped = MetaInt(r.meta, "run.plan_stopped_ns", -1);
+    std::vector<bool> before(its.size(), false), under(its.size(), false);
+    for (size_t i = 0; i < its.size(); ++i) {
+      before[i] = usable[i] && its[i].end_ns <= started;
+      under[i] = usable[i] && its[i].start_ns >= started && (stopped < 0 || its[i].end_ns <= stopped);
     }
-    std::vector<ef::EnergyRecord> reads;
-    for (const auto& e : r.energy) {
-      if (e.gpu == d) reads.push_back(e);
-    }
-    std::sort(reads.begin(), reads.end(), [](const auto& a, const auto& b) { return a.time_ns < b.time_ns; });
-    g.counter_reads = static_cast<int64_t>(reads.size());
-    std::vector<TimeNs> changes, periods;
-    for (size_t i = 1; i < reads.size(); ++i) {
-      if (reads[i].energy_mj != reads[i - 1].energy_mj) changes.push_back(reads[i].time_ns);
-    }
-    for (size_t i = 1; i < changes.size(); ++i) periods.push_back(changes[i] - changes[i - 1]);
-    g.counter_period_ns = std::max<TimeNs>(0, Quantile(periods, 0.5));
-    std::vector<double> idle;
-    const TimeNs first_start = its.empty() ? 0 : its.front().start_ns;
-    for (const auto& p : r.power) {
-      if (p.gpu != d) continue;
-      ++g.power_samples;
-      if (!its.empty() && p.time_ns < first_start) idle.push_back(p.power_mw * 1e-3);
-    }
-    if (!idle.empty()) {
-      std::nth_element(idle.begin(), idle.begin() + static_cast<ptrdiff_t>(idle.size() / 2), idle.end());
-      g.idle_power_w = idle[idle.size() / 2];
-    }
-    double e0 = 0, e1 = 0;
-    if (best_n > 0) {
-      g.window_start = its[best_first].start_ns;
-      g.window_end = its[best_first + best_n - 1].end_ns;
-      g.iterations = static_cast<int64_t>(best_n);
-      if (g.window_end > g.window_start && EnergyAt(reads, g.window_start, &e0) && EnergyAt(reads, g.window_end, &e1)) {
-        g.energy_j = (e1 - e0) * 1e-3;
-        const double seconds = static_cast<double>(g.window_end - g.window_start) * 1e-9;
-        g.busy_power_w = g.energy_j / seconds;
-        g.energy_per_iteration_j = g.energy_j / static_cast<double>(best_n);
-        // Each end of the window is known to within one counter update.
-        const double update_j = g.busy_power_w * static_cast<double>(g.counter_period_ns) * 1e-9;
-        g.uncertainty_per_iteration_j = 2.0 * update_j / static_cast<double>(best_n);
-      } else {
-        g.energy_j = g.energy_per_iteration_j = g.busy_power_w = -1;  // the reads do not cover the window
-      }
-    }
-    m.gpus.push_back(g);
+    m.plan = RunMeasurement::PlanSplit{StepOf(its, before), StepOf(its, under), GpuEnergies(r, its, before), GpuEnergies(r, its, under),
+                       started, stopped};
   }
   return m;
 }

@@ -555,6 +555,8 @@ TEST_F(InjectRunTest, EverySwitchHappensInOrderAheadOfItsPackAndTheClockIsResetA
   EXPECT_EQ(meta["run.switches_failed"], "0");
   EXPECT_EQ(meta["run.fallbacks"], "0");
   EXPECT_EQ(meta["run.clock_at_exit"], "default");
+  EXPECT_GT(std::stoll(meta["run.plan_started_ns"]), 0);  // when the first lock was applied
+  EXPECT_TRUE(meta["run.plan_stopped_ns"].empty());        // held to the end
   EXPECT_EQ(std::stoul(meta["run.switches_applied"]), calls.size() - 1);
   // Each switch after the first is on time (the first is placed when the loop is found).
   EXPECT_LE(std::stoul(meta["run.switches_late"]), 2u);

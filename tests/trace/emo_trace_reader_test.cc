@@ -5,6 +5,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <random>
 #include <string>
 
@@ -33,7 +34,8 @@ bool Traced(uint64_t i) { return i == kTraced[0] || i == kTraced[1]; }
 // `anchor_shift` > 0: from iteration 9 on the tracer followed an anchor call, whose
 // iterations start that much later in the loop (a stretch of time between iterations 8 and 9
 // belongs to none).
-std::string TwoStreamLoop(bool compress = false, bool end = true, bool pretrace = false, int64_t anchor_shift = 0) {
+std::string TwoStreamLoop(bool compress = false, bool end = true, bool pretrace = false, int64_t anchor_shift = 0,
+                          const std::map<std::string, std::string>& end_meta = {}) {
   EmoTraceWriter w;
   w.Meta({{"format", "emo-trace"}, {"host", "h200-box"}, {"pid", "4242"}, {"rank", "3"}, {"world_size", "8"},
           {"config.mode", "trace"}, {"iteration.source", "launch_period"}, {"clock.cupti_ns", "1000"},
@@ -87,6 +89,7 @@ std::string TwoStreamLoop(bool compress = false, bool end = true, bool pretrace 
     w.Flush(compress);
   }
   w.Flush(compress);
+  if (!end_meta.empty()) w.Meta(end_meta);
   if (end) w.End();
   return w.bytes();
 }
@@ -190,6 +193,38 @@ TEST(EmoTraceReaderTest, TheEnergyWindowDoesNotSpanTheHandOverToAnchoredIteratio
   // within one step (10 J) over five iterations of the true 10 J per iteration.
   EXPECT_NEAR(g.energy_per_iteration_j, 10.0, 10.0 / 5 + 1e-9);
   std::filesystem::remove(path);
+}
+
+// `emo run`: the iterations before the plan's first switch and those while it held, each with
+// its step time and energy per iteration (here the plan starts at iteration 10).
+TEST(EmoTraceReaderTest, AnEmoRunSaysWhatTheProgramDidBeforeAndUnderThePlan) {
+  const auto path = WriteTemp("run.emotrace", TwoStreamLoop(false, true, false, 0,
+                                                             {{"run.followed", "1"},
+                                                              {"run.actuator", "dry-run"},
+                                                              {"run.plan_started_ns", std::to_string(kT0 + 10 * kIteration)}}));
+  auto t = trace::ReadTrace(path);
+  ASSERT_TRUE(t.ok()) << t.status().message();
+  const auto& run = *t->meta.run;
+  EXPECT_EQ(run.policy_run.at("followed"), "1");
+  EXPECT_EQ(run.policy_run.at("actuator"), "dry-run");
+  ASSERT_TRUE(run.plan.has_value());
+  const auto& p = *run.plan;
+  EXPECT_EQ(p.before_step, std::make_pair(kIteration, int64_t{2}));  // 8 and 9
+  EXPECT_EQ(p.under_step, std::make_pair(kIteration, int64_t{4}));   // 10..13
+  ASSERT_EQ(p.before_gpus.size(), 1u);
+  EXPECT_EQ(p.before_gpus[0].iterations, 2);
+  EXPECT_EQ(p.under_gpus[0].iterations, 4);
+  EXPECT_EQ(p.under_gpus[0].window_start, kT0 + 10 * kIteration);
+  EXPECT_NEAR(p.under_gpus[0].energy_per_iteration_j, 10.0, 1e-9);
+  EXPECT_EQ(p.stopped_ns, -1);
+  std::filesystem::remove(path);
+  // Without an `emo run`, no split.
+  const auto plain = WriteTemp("plain.emotrace", TwoStreamLoop());
+  auto u = trace::ReadTrace(plain);
+  ASSERT_TRUE(u.ok());
+  EXPECT_FALSE(u->meta.run->plan.has_value());
+  EXPECT_TRUE(u->meta.run->policy_run.empty());
+  std::filesystem::remove(plain);
 }
 
 // Every wait names its record exactly, so the graph needs no fallback rule; the replay is exact.

@@ -210,6 +210,16 @@ struct RunMeasurement {
   // `emo run`: how the clock policy was followed in this process (meta run.<key>, key without
   // the prefix: policy, actuator, gpu, followed, switches, switches_applied, ...); empty otherwise.
   std::map<std::string, std::string> policy_run;
+  // `emo run`: the usable iterations before the plan's first switch and while it held (until
+  // the guard stopped it, or the end), each with its median step and energy per iteration. The
+  // guard's re-timings of the default clock fall inside `under`.
+  struct PlanSplit {
+    std::pair<TimeNs, int64_t> before_step;  // median host time (-1: none), iterations
+    std::pair<TimeNs, int64_t> under_step;
+    std::vector<GpuEnergy> before_gpus, under_gpus;
+    TimeNs started_ns = 0, stopped_ns = -1;  // on the trace's clock; -1: held to the end
+  };
+  std::optional<PlanSplit> plan;
 };
 
 // Whole-file facts.
