@@ -81,6 +81,14 @@ ScheduleGpu TwoPacks() {
   return g;
 }
 
+// The plan predicts 10 ms per iteration at the default clocks and allows 2 % more.
+ScheduleGpu GuardedPlan() {
+  ScheduleGpu g = TwoPacks();
+  g.baseline_ns = 10'000'000;
+  g.deadline_ns = 10'200'000;
+  return g;
+}
+
 TEST(ClockTriggerTest, EverySwitchOfThePlanFiresInOrderAheadOfItsPack) {
   ClockTrigger trigger(TwoPacks(), 0);
   Loop loop(&trigger, 10, 10'000'000);
@@ -163,9 +171,7 @@ TEST(ClockTriggerTest, ALostLockFallsBack) {
 }
 
 TEST(ClockTriggerTest, WithTheGuardOnThePlanStartsAfterFiveIterationsAtTheDefaultClock) {
-  ScheduleGpu g = TwoPacks();
-  g.baseline_ns = 10'000'000;
-  g.deadline_ns = 10'200'000;
+  const ScheduleGpu g = GuardedPlan();
   ClockTrigger trigger(g, 5.0);
   Loop loop(&trigger, 10, 12'000'000, /*lock_after=*/3);
   loop.Run(8, 10);  // the finder's first report (iterations 0-2, at launch 30) is not timed
@@ -181,9 +187,7 @@ TEST(ClockTriggerTest, WithTheGuardOnThePlanStartsAfterFiveIterationsAtTheDefaul
 // The plan allows 2 % over the predicted baseline; the guard allows 5 % more than that, against
 // this run's own iterations at the default clock (here twice as slow as the traced run's).
 TEST(ClockTriggerTest, TheGuardJudgesThePlanAgainstTheRunsOwnDefaultClock) {
-  ScheduleGpu g = TwoPacks();
-  g.baseline_ns = 10'000'000;
-  g.deadline_ns = 10'200'000;
+  const ScheduleGpu g = GuardedPlan();
   for (const int64_t planned : {21'200'000, 21'600'000}) {  // +6 %: within 2 % + 5 %; +8 %: not
     ClockTrigger trigger(g, 5.0);
     Loop loop(&trigger, 10, 20'000'000, /*lock_after=*/5);
@@ -214,9 +218,7 @@ TEST(ClockTriggerTest, TheGuardJudgesThePlanAgainstTheRunsOwnDefaultClock) {
 // A program that changes pace by itself (here 20 % slower from iteration 30 on, whatever the
 // clock) raises a suspicion, which the default clock's own pace then clears.
 TEST(ClockTriggerTest, ASuspicionTheDefaultClockExplainsDoesNotTripTheGuard) {
-  ScheduleGpu g = TwoPacks();
-  g.baseline_ns = 10'000'000;
-  g.deadline_ns = 10'200'000;
+  const ScheduleGpu g = GuardedPlan();
   ClockTrigger trigger(g, 5.0);
   Loop loop(&trigger, 10, 10'000'000, /*lock_after=*/5);
   loop.Run(30, 10);
@@ -246,9 +248,7 @@ TEST(ClockTriggerTest, OneSlowStepDoesNotTripTheGuard) {
 // changes nothing: the default clock is re-timed every 50 followed steps, so the guard never
 // blames the plan. Without the re-timing the limit (+7.1 %) is passed after ~70 steps.
 TEST(ClockTriggerTest, AProgramThatSlowsByItselfIsReTimedNotBlamed) {
-  ScheduleGpu g = TwoPacks();
-  g.baseline_ns = 10'000'000;
-  g.deadline_ns = 10'200'000;
+  const ScheduleGpu g = GuardedPlan();
   ClockTrigger trigger(g, 5.0);
   Loop loop(&trigger, 10, 10'000'000, /*lock_after=*/5);
   double step = 10'000'000;
@@ -265,9 +265,7 @@ TEST(ClockTriggerTest, AProgramThatSlowsByItselfIsReTimedNotBlamed) {
 // A plan that really slows the loop by 10 % (the model was wrong) is caught after its first 17
 // iterations under it and the check of the default clock's pace.
 TEST(ClockTriggerTest, APlanThatSlowsTheLoopTripsTheGuard) {
-  ScheduleGpu g = TwoPacks();
-  g.baseline_ns = 10'000'000;
-  g.deadline_ns = 10'200'000;
+  const ScheduleGpu g = GuardedPlan();
   ClockTrigger trigger(g, 5.0);
   Loop loop(&trigger, 10, 10'000'000, /*lock_after=*/5);
   loop.set_step_of_clock([](unsigned mhz) { return mhz == 0 ? 10'000'000 : 11'000'000; });
