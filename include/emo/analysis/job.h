@@ -13,7 +13,7 @@
 // finish together on every member.
 //
 // Not yet: a joint replay with rendezvous semantics, one critical path across ranks, the
-// overhead correction done through the collectives (issue Order 10).
+// overhead correction done through the collectives.
 #pragma once
 
 #include <string>
