@@ -1,6 +1,7 @@
 #include "clock_follower.h"
 
 #include "clock_reference.h"
+#include "trace_writer.h"
 
 #include <fcntl.h>
 #include <signal.h>
@@ -16,16 +17,6 @@
 #include <sstream>
 
 namespace emo::runtime {
-namespace {
-
-std::string OneLine(std::string s) {
-  for (char& c : s) {
-    if (c == '\n' || c == '\r') c = ' ';
-  }
-  return s;
-}
-
-}  // namespace
 
 bool ClockFollower::Load(const std::string& schedule_path, std::string* error) {
   schedule_path_ = schedule_path;
@@ -226,7 +217,7 @@ std::string ClockFollower::Stop() {
     }
   }
   std::string m;
-  auto put = [&m](const char* key, const std::string& value) { m += std::string("run.") + key + "=" + OneLine(value) + "\n"; };
+  auto put = [&m](const char* key, const std::string& value) { m += std::string("run.") + key + "=" + MetaValue(value) + "\n"; };
   put("policy", schedule_.policy);
   put("actuator", schedule_.actuator);
   put("gpu", gpu_.pci_bus_id);

@@ -21,6 +21,15 @@
 
 namespace emo::runtime {
 
+// A meta value on one line: newlines (and NULs) become spaces, so that it cannot break the
+// meta chunk's "key=value" lines.
+inline std::string MetaValue(std::string s) {
+  for (char& c : s) {
+    if (c == '\n' || c == '\r' || c == '\0') c = ' ';
+  }
+  return s;
+}
+
 class TraceWriter {
  public:
   // Counters the final meta chunk reports.

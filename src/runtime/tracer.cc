@@ -276,24 +276,17 @@ uint64_t AnchorBytes(CUpti_CallbackDomain domain, CUpti_CallbackId cbid, const C
   }
 }
 
-std::string OneLine(std::string s) {
-  for (char& c : s) {
-    if (c == '\n' || c == '\r' || c == '\0') c = ' ';
-  }
-  return s;
-}
-
 std::string CommandLine() {
   std::ifstream in("/proc/self/cmdline", std::ios::binary);
   std::string raw((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
   while (!raw.empty() && raw.back() == '\0') raw.pop_back();
   if (raw.size() > 4096) raw.resize(4096);
-  return OneLine(raw);
+  return MetaValue(raw);
 }
 
 std::string EnvOr(const char* name, const char* fallback) {
   const char* v = std::getenv(name);
-  return v != nullptr && *v != '\0' ? OneLine(v) : fallback;
+  return v != nullptr && *v != '\0' ? MetaValue(v) : fallback;
 }
 
 std::string HostName() {
@@ -475,7 +468,7 @@ std::string Tracer::StartMeta(const std::string& path) const {
   uint32_t cupti_version = 0;
   if (!EMO_CUPTI_OK(cuptiGetVersion(&cupti_version))) cupti_version = 0;
   std::string m;
-  auto put = [&m](const char* key, const std::string& value) { m += std::string(key) + "=" + OneLine(value) + "\n"; };
+  auto put = [&m](const char* key, const std::string& value) { m += std::string(key) + "=" + MetaValue(value) + "\n"; };
   put("format", "emo-trace");
   put("tool", std::string("emo-inject ") + EMO_VERSION);
   put("host", HostName());
@@ -679,7 +672,7 @@ void Tracer::Shutdown(const char* reason) {
   const std::string run_meta = clock_follower_ ? clock_follower_->Stop() : std::string();
   gpus_.Stop();
   std::string m = run_meta;
-  auto put = [&m](const char* key, const std::string& value) { m += std::string(key) + "=" + OneLine(value) + "\n"; };
+  auto put = [&m](const char* key, const std::string& value) { m += std::string(key) + "=" + MetaValue(value) + "\n"; };
   put("end.reason", reason);
   put("end.cupti_ns", std::to_string(CuptiNow()));
   const uint64_t loops = loop_offset_ + (finder_ ? finder_->loops() : 0);
