@@ -596,21 +596,30 @@ const PackingPlan& KeepCheapest(const std::vector<std::pair<packing::PackingKind
 
 // The winner's packs with their clocks; adjacent packs of one device planned at the same clock
 // are one pack to the policy (no switch between them). Counts the switches per iteration.
-void RecordPacks(const PackingPlan& won, TracePlan& plan) {
+void RecordPacks(const Basis& basis, const PackingPlan& won, TracePlan& plan) {
   const Candidate& best = won.candidates[won.best];
   for (size_t p = 0; p < won.packs.size(); ++p) {
     const auto& m = won.models[p];
-    const PlannedPack planned{won.packs[p], m.options[best.choice[p]].clock, m.options[m.default_index].time_s,
-                              m.options[best.choice[p]].time_s};
+    PlannedPack planned{won.packs[p], m.options[best.choice[p]].clock, m.options[m.default_index].time_s,
+                        m.options[best.choice[p]].time_s, {}};
+    // Options follow the device's clock table, as the stretch does (Evaluator::Evaluate).
+    const auto& at_plan = basis.stretch[best.choice[p]];
+    const auto& at_default = basis.stretch[m.default_index];
+    for (size_t k = 0; k < planned.pack.ops.size(); ++k) {
+      const auto d = static_cast<double>(basis.durations[planned.pack.ops[k].value()]);
+      planned.op_extra_ns.push_back(std::llround(d * (at_plan[m.op_class[k]] - at_default[m.op_class[k]])));
+    }
     if (!plan.packs.empty() && plan.packs.back().pack.device == planned.pack.device &&
         plan.packs.back().clock == planned.clock) {
-      packing::Absorb(&plan.packs.back().pack, planned.pack);
-      plan.packs.back().busy_s_default += planned.busy_s_default;
-      plan.packs.back().busy_s += planned.busy_s;
+      auto& into = plan.packs.back();
+      packing::Absorb(&into.pack, planned.pack);
+      into.busy_s_default += planned.busy_s_default;
+      into.busy_s += planned.busy_s;
+      into.op_extra_ns.insert(into.op_extra_ns.end(), planned.op_extra_ns.begin(), planned.op_extra_ns.end());
       ++plan.merged_packs;
       continue;
     }
-    plan.packs.push_back(planned);
+    plan.packs.push_back(std::move(planned));
   }
   for (size_t p = 0; p < plan.packs.size(); ++p) {
     if (plan.packs[(p + 1) % plan.packs.size()].clock != plan.packs[p].clock) ++plan.switches;
@@ -675,7 +684,7 @@ Result<TracePlan> PlanTrace(const analysis::TraceAnalysis& a, const model::Devic
   if (phases) tried.push_back({packing::PackingKind::kPhases, phases});
   for (const auto& [kind, p] : tried) plan.replays += p->replays;
   const PackingPlan& won = KeepCheapest(tried, plan);
-  RecordPacks(won, plan);
+  RecordPacks(basis, won, plan);
   ScoreBand(basis, won, plan);
   plan.solve_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
   return plan;

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <limits>
+#include <map>
 #include <unordered_map>
 
 #include "emo/trace/emo_format.h"
@@ -74,19 +75,54 @@ LaunchAnchors AnchorPacks(const analysis::TraceAnalysis& a, const std::vector<co
   const auto& it = a.iterations.iterations[a.steady];
   const int64_t first = first_at(it.start);
   out.calls_per_iteration = static_cast<uint32_t>(first_at(it.end) - first);
+  const auto n = static_cast<int64_t>(out.calls_per_iteration);
+  std::map<int64_t, int64_t> spin_at;  // call of the iteration -> ns
   for (const opt::PlannedPack* p : packs) {
     int64_t launch = std::numeric_limits<int64_t>::max();
     TimeNs api_start = std::numeric_limits<TimeNs>::max();
     TimeNs gpu_start = std::numeric_limits<TimeNs>::max();
-    for (const graph::NodeId op : p->pack.ops) {
+    struct Carry {
+      int64_t ns = 0;
+      int64_t call = -1;  // the latest call launching an op of the pack on the stream
+    };
+    std::map<uint32_t, Carry> carry;  // by stream
+    for (size_t k = 0; k < p->pack.ops.size(); ++k) {
+      const graph::NodeId op = p->pack.ops[k];
       gpu_start = std::min(gpu_start, nodes.start[op.value()]);
+      int64_t call = -1;
       for (const uint32_t e : g.InEdges(op)) {
         const auto& edge = g.edges()[e];
         if (edge.kind != graph::EdgeKind::kLaunch || nodes.kind[edge.src.value()] != graph::NodeKind::kApiCall) continue;
         api_start = std::min(api_start, nodes.start[edge.src.value()]);
         if (const auto pos = position.find(nodes.ref[edge.src.value()]); pos != position.end()) {
           launch = std::min(launch, pos->second);
+          call = pos->second;
         }
+      }
+      if (k >= p->op_extra_ns.size() || n == 0) continue;
+      const int64_t extra = std::max<int64_t>(0, p->op_extra_ns[k]);
+      out.extra_ns += extra;
+      Carry& c = carry[a.trace->gpu.stream[nodes.ref[op.value()]].value()];
+      c.ns += extra;
+      if (call >= 0) c.call = ((call - first) % n + n) % n;
+      // Before another stream or the CPU waits for this op, the extra carried so far is added:
+      // carried past the wait it would no longer delay the waiter.
+      bool waited_on = false;
+      for (const uint32_t e : g.OutEdges(op)) {
+        const auto kind = g.edges()[e].kind;
+        waited_on = waited_on || kind == graph::EdgeKind::kEventWait || kind == graph::EdgeKind::kHostSync;
+      }
+      if (c.call >= 0 && c.ns > 0 && (c.ns >= kSpinMinNs || waited_on)) {
+        spin_at[c.call] += c.ns;
+        c.ns = 0;
+      }
+    }
+    for (const auto& [stream, c] : carry) {
+      if (c.ns <= 0) continue;
+      if (c.call < 0) {
+        out.extra_without_call_ns += c.ns;
+      } else {
+        spin_at[c.call] += c.ns;
       }
     }
     if (launch == std::numeric_limits<int64_t>::max()) {
@@ -98,6 +134,7 @@ LaunchAnchors AnchorPacks(const analysis::TraceAnalysis& a, const std::vector<co
     const int64_t at = std::max(last_by(gpu_start - lead_ns) - first, -static_cast<int64_t>(out.calls_per_iteration));
     out.switch_call.push_back(at);
   }
+  for (const auto& [call, ns] : spin_at) out.spins.push_back({call, ns});
   return out;
 }
 

@@ -10,6 +10,19 @@ namespace {
 
 using nlohmann::json;
 
+// The plan's slowdown as spins after launch calls, for `emo run --actuator emulate`.
+json EmulateJson(const LaunchAnchors& anchors) {
+  json spins = json::array();
+  for (const auto& s : anchors.spins) spins.push_back({s.call, s.ns});
+  return {{"note", "per spin: [launch call of the iteration, ns of GPU time added after it on that call's stream]; "
+                   "the model's extra time of the pack's ops at the planned clock over the default, carried per "
+                   "stream to at least spin_min_us"},
+          {"spin_min_us", NsToUs(kSpinMinNs)},
+          {"extra_us_per_iteration", NsToUs(anchors.extra_ns)},
+          {"extra_without_call_us", NsToUs(anchors.extra_without_call_ns)},
+          {"spins", spins}};
+}
+
 // What one planned trace contributes: its GPUs, each with the plan's packs and predictions.
 void AddGpus(const opt::PlannedTrace& pt, json& gpus) {
   const auto& a = *pt.analysis;
@@ -54,7 +67,8 @@ void AddGpus(const opt::PlannedTrace& pt, json& gpus) {
                 {"saving_range_pct", {saving[0], saving[1]}},
                 {"deadline_us", NsToUs(plan.deadline_ns)},
                 {"note", "predicted by the device model; not measured"}}},
-              {"packs", packs}};
+              {"packs", packs},
+              {"emulate", EmulateJson(anchors)}};
     gpus.push_back(std::move(g));
   }
 }

@@ -93,6 +93,27 @@ Result<RunGpu> ReadGpu(const json& g, const std::string& path, const std::string
     }
     gpu.packs.push_back({first, switch_call, mhz});
   }
+  if (const auto e = g.find("emulate"); e != g.end()) {
+    const std::string at = where + ".emulate";
+    if (!e->is_object()) return InvalidArgument(fmt::format("{}: {} is not an object", path, at));
+    EMO_FIELD(without, double, *e, at, "extra_without_call_us");
+    gpu.not_emulated_extra_us = without;
+    const auto spins = e->find("spins");
+    if (spins == e->end() || !spins->is_array()) return InvalidArgument(fmt::format("{}: {}.spins is missing", path, at));
+    for (size_t i = 0; i < spins->size(); ++i) {
+      const json& s = (*spins)[i];
+      if (!s.is_array() || s.size() != 2 || !s[0].is_number_integer() || !s[1].is_number_integer() ||
+          s[0].get<int64_t>() < 0 || s[0].get<int64_t>() >= calls || s[1].get<int64_t>() <= 0 ||
+          (!gpu.spins.empty() && s[0].get<int64_t>() <= gpu.spins.back().call)) {
+        return InvalidArgument(fmt::format("{}: {}.spins[{}] is not [call, ns] with a call of the iteration (0 to {}) "
+                                           "after the previous spin's and a positive ns",
+                                           path, at, i, calls - 1));
+      }
+      gpu.spins.push_back({s[0].get<int64_t>(), s[1].get<int64_t>()});
+      gpu.emulated_extra_us += static_cast<double>(gpu.spins.back().ns) / 1e3;
+    }
+    gpu.has_emulation = true;
+  }
   return gpu;
 }
 

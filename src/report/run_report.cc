@@ -2,6 +2,9 @@
 
 #include <fmt/format.h>
 
+#include <cstdlib>
+#include <optional>
+
 #include <nlohmann/json.hpp>
 
 #include "emo/analysis/analyze.h"
@@ -18,6 +21,41 @@ nlohmann::json OrNull(double v) { return v < 0 ? nlohmann::json(nullptr) : nlohm
 // Tracing's cost on the step, in % of the untraced step.
 double OverheadPct(const trace::RunMeasurement& r) {
   return 100.0 * (static_cast<double>(r.traced_step_ns) / static_cast<double>(r.untraced_step_ns) - 1.0);
+}
+
+// Interleaved default-clock iterations needed to compare with (one re-timing's worth).
+constexpr int64_t kMinInterleaved = 5;
+
+// `emo run --actuator emulate`: the plan's predicted slowdown against the one measured with its
+// extra time added as spin kernels; nullopt where the run was not emulated or is too short.
+struct Emulated {
+  double predicted_pct, measured_pct;
+  std::string model;
+  std::string against;  // which iterations the plan's are compared with
+};
+std::optional<Emulated> EmulatedOf(const trace::RunMeasurement& r) {
+  const auto& p = r.policy_run;
+  auto get = [&p](const char* key) {
+    const auto it = p.find(key);
+    return it == p.end() ? std::string() : it->second;
+  };
+  if (get("actuator") != "emulate" || !r.plan) return std::nullopt;
+  const auto& split = *r.plan;
+  // The default clock's iterations interleaved with the plan's (the guard's re-timings) when
+  // there are enough: they share the plan's stretch of the run; else those before the plan.
+  const bool interleaved = split.interleaved_default_step.second >= kMinInterleaved && split.in_force_step.second > 0;
+  const TimeNs plan_ns = interleaved ? split.in_force_step.first : split.under_step.first;
+  const TimeNs default_ns = interleaved ? split.interleaved_default_step.first : split.before_step.first;
+  const double predicted = std::atof(get("predicted_ns").c_str());
+  const double baseline = std::atof(get("predicted_baseline_ns").c_str());
+  if (predicted <= 0 || baseline <= 0 || plan_ns <= 0 || default_ns <= 0) return std::nullopt;
+  return Emulated{100.0 * (predicted / baseline - 1.0),
+                  100.0 * (static_cast<double>(plan_ns) / static_cast<double>(default_ns) - 1.0), get("model"),
+                  interleaved ? fmt::format("{} iterations under the plan against {} at the default clock between them "
+                                            "(the guard's re-timings)",
+                                            split.in_force_step.second, split.interleaved_default_step.second)
+                              : fmt::format("{} iterations under the plan against {} before it", split.under_step.second,
+                                            split.before_step.second)};
 }
 
 }  // namespace
@@ -68,10 +106,25 @@ nlohmann::json RunToJson(const std::string& path, const trace::Trace& t) {
       for (const auto& e : energies) g.push_back(analysis::GpuEnergyToJson(e));
       return nlohmann::json{{"step_ms", OrNull(step.first > 0 ? Ms(step.first) : -1)}, {"iterations", step.second}, {"gpus", g}};
     };
+    auto steps = [](const std::pair<TimeNs, int64_t>& step) {
+      return nlohmann::json{{"step_ms", OrNull(step.first > 0 ? Ms(step.first) : -1)}, {"iterations", step.second}};
+    };
     j["policy_effect"] = {{"before_plan", part(r.plan->before_step, r.plan->before_gpus)},
                           {"under_plan", part(r.plan->under_step, r.plan->under_gpus)},
+                          {"in_force", steps(r.plan->in_force_step)},
+                          {"interleaved_default", steps(r.plan->interleaved_default_step)},
                           {"note", "measured: the program's iterations before the plan's first switch and while it held "
                                    "(the guard's re-timings of the default clock included)"}};
+    if (const auto e = EmulatedOf(r)) {
+      j["policy_effect"]["emulated"] = {
+          {"predicted_slowdown_pct", e->predicted_pct},
+          {"measured_slowdown_pct", e->measured_pct},
+          {"difference_points", e->measured_pct - e->predicted_pct},
+          {"model", e->model},
+          {"measured_from", e->against},
+          {"note", "the clock did not change: the plan's extra time per op (the model's) ran as spin kernels on the "
+                   "program's streams; the slowdown is measured, the energy under the plan is not the plan's"}};
+    }
   }
   return j;
 }
@@ -139,6 +192,12 @@ std::string RunText(const std::string& path, const trace::Trace& t) {
                        get("switches_late"), get("switches_redundant"), get("fallbacks"),
                        get("guard_tripped") == "1" ? ", GUARD TRIPPED (iterations ran over the target)" : "",
                        get("clock_at_exit"));
+      if (get("actuator") == "emulate") {
+        s += fmt::format("  emulation         {} spin kernels added {:.3f} ms of GPU time in all ({} activations); {} "
+                         "spins skipped for a launch whose stream was unknown{}\n",
+                         get("emulate_spins"), std::atof(get("emulate_spin_ns").c_str()) * 1e-6, get("emulate_activations"),
+                         get("emulate_unknown_stream"), get("emulate_failed") == "1" ? "; STOPPED after an error" : "");
+      }
     } else {
       s += fmt::format("  clock policy      NOT followed: {}\n", get("not_followed_because"));
     }
@@ -153,6 +212,12 @@ std::string RunText(const std::string& path, const trace::Trace& t) {
     } else {
       s += fmt::format("  under the plan    {} iterations timed under it, {} before it: too few to compare\n",
                        p.under_step.second, p.before_step.second);
+    }
+    if (const auto emulated = EmulatedOf(r)) {
+      s += fmt::format("  emulated plan     measured {:+.1f} % ({}) against {:+.1f} % predicted by the plan (model {}): "
+                       "{:+.1f} points; the clock did not change, so the energy below is not the plan's\n",
+                       emulated->measured_pct, emulated->against, emulated->predicted_pct, emulated->model,
+                       emulated->measured_pct - emulated->predicted_pct);
     }
     for (size_t i = 0; i < p.under_gpus.size() && i < p.before_gpus.size(); ++i) {
       const auto& u = p.under_gpus[i];

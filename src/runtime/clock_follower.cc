@@ -35,6 +35,7 @@ bool ClockFollower::Load(const std::string& schedule_path, std::string* error) {
   options.log_path = schedule_.log_path;
   actuator_ = MakeActuator(schedule_.actuator, options, error);
   if (actuator_ == nullptr) return false;
+  if (schedule_.actuator == "emulate") emulator_ = std::make_unique<Emulator>();
   if (const char* rank = std::getenv("RANK"); rank != nullptr && *rank != '\0') rank_ = std::atoi(rank);
   if (const char* pid = std::getenv(kRunPidEnv); pid != nullptr && *pid != '\0') emo_pid_ = std::atoi(pid);
   return true;
@@ -54,7 +55,8 @@ void ClockFollower::OnDevice(uint32_t ordinal) {
   wake_.notify_one();
 }
 
-void ClockFollower::OnLaunch(uint64_t position, const std::vector<LaunchIteration>& completed, bool locked) {
+void ClockFollower::OnLaunch(uint64_t position, uint64_t seq, const std::vector<LaunchIteration>& completed,
+                             bool locked) {
   if (!ready_.load(std::memory_order_acquire)) {
     if (no_plan_.load(std::memory_order_acquire) && !told_no_plan_) {
       told_no_plan_ = true;
@@ -65,6 +67,9 @@ void ClockFollower::OnLaunch(uint64_t position, const std::vector<LaunchIteratio
   }
   due_.clear();
   trigger_->OnLaunch(position, completed, locked, &due_);
+  // The finder's positions and the application's launch numbers differ by a constant (launches
+  // made before the finder started, or before it was replaced).
+  if (emulator_) emulator_->Publish(trigger_->plan_in_force(), trigger_->plan_from() + (seq - position));
   if (due_.empty()) return;
   {
     std::lock_guard<std::mutex> lock(mutex_);
@@ -93,7 +98,10 @@ bool ClockFollower::Attach(uint32_t ordinal) {
     slot_ = actuator_->Open(id.pci_bus_id, &gpu_, &error);
     if (slot_ < 0) {
       refused_ = error;
+    } else if (std::string why; emulator_ && !emulator_->Configure(*plan, &why)) {
+      refused_ = why;
     } else {
+      plan_ = plan;
       trigger_.emplace(*plan, schedule_.guard_pct);
       ready_.store(true, std::memory_order_release);
       return true;
@@ -136,10 +144,13 @@ void ClockFollower::Apply(const ClockTrigger::Switch& s) {
     ok = actuator_->Lock(slot_, r, &error);
   }
   if (ok) {
+    const int64_t now = CuptiNow();
+    if (s.mhz != 0 && applied_mhz_ == 0 && plan_spans_.size() < kMaxPlanSpans) plan_spans_.push_back({now, -1});
+    if (s.mhz == 0) CloseSpan(now);
     ++applied_;
     applied_mhz_ = s.mhz;
-    if (s.mhz != 0 && plan_started_ns_ < 0) plan_started_ns_ = CuptiNow();
-    if (s.mhz == 0) last_reset_ns_ = CuptiNow();
+    if (s.mhz != 0 && plan_started_ns_ < 0) plan_started_ns_ = now;
+    if (s.mhz == 0) last_reset_ns_ = now;
     return;
   }
   if (plan_stopped_ns_ < 0 && plan_started_ns_ >= 0) plan_stopped_ns_ = CuptiNow();
@@ -151,7 +162,12 @@ void ClockFollower::Apply(const ClockTrigger::Switch& s) {
   if (s.mhz != 0 && applied_mhz_ != 0) {
     std::string ignored;
     if (actuator_->Reset(slot_, "error", &ignored)) applied_mhz_ = 0;
+    CloseSpan(CuptiNow());
   }
+}
+
+void ClockFollower::CloseSpan(int64_t now) {
+  if (!plan_spans_.empty() && plan_spans_.back().second < 0) plan_spans_.back().second = now;
 }
 
 void ClockFollower::CheckEmo() {
@@ -160,6 +176,7 @@ void ClockFollower::CheckEmo() {
   if (plan_stopped_ns_ < 0 && plan_started_ns_ >= 0) plan_stopped_ns_ = CuptiNow();
   std::string error;
   if (applied_mhz_ != 0 && actuator_->Reset(slot_, "emo gone", &error)) applied_mhz_ = 0;
+  CloseSpan(CuptiNow());
   std::fprintf(stderr, "emo run (%s): %s; the plan is no longer followed and the clock is back at the default\n",
                schedule_.policy.c_str(), refused_.c_str());
 }
@@ -207,6 +224,7 @@ std::string ClockFollower::Stop() {
   }
   wake_.notify_one();
   if (thread_.joinable()) thread_.join();
+  CloseSpan(CuptiNow());
   if (applied_mhz_ != 0 && slot_ >= 0) {
     std::string error;
     if (actuator_->Reset(slot_, "exit", &error)) {
@@ -222,6 +240,11 @@ std::string ClockFollower::Stop() {
   put("actuator", schedule_.actuator);
   put("gpu", gpu_.pci_bus_id);
   put("followed", refused_.empty() && trigger_ ? "1" : "0");
+  if (!schedule_.model.empty()) put("model", schedule_.model);
+  if (plan_ != nullptr) {
+    put("predicted_baseline_ns", std::to_string(plan_->baseline_ns));
+    if (plan_->plan_ns > 0) put("predicted_ns", std::to_string(plan_->plan_ns));
+  }
   if (!refused_.empty()) put("not_followed_because", refused_);
   if (trigger_) {
     const auto& c = trigger_->counters();
@@ -245,6 +268,12 @@ std::string ClockFollower::Stop() {
   if (trigger_ && trigger_->counters().guard_tripped && plan_stopped_ns_ < 0) plan_stopped_ns_ = last_reset_ns_;
   if (plan_started_ns_ >= 0) put("plan_started_ns", std::to_string(plan_started_ns_));
   if (plan_stopped_ns_ >= 0) put("plan_stopped_ns", std::to_string(plan_stopped_ns_));
+  if (!plan_spans_.empty()) {
+    std::string spans;
+    for (const auto& [from, to] : plan_spans_) spans += (spans.empty() ? "" : ",") + std::to_string(from) + ":" + std::to_string(to);
+    put("plan_spans_ns", spans);
+  }
+  if (emulator_) m += emulator_->Meta();
   return m;
 }
 

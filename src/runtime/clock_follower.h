@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "driver_api.h"
+#include "emulator.h"
 #include "emo/runtime/actuator.h"
 #include "emo/runtime/clock_trigger.h"
 
@@ -40,8 +41,11 @@ class ClockFollower {
   void Start(const DriverApi* driver);
   // A CUDA device the process uses; the first one is the GPU the plan is followed on. Any thread.
   void OnDevice(uint32_t ordinal);
-  // Control thread: the launch at `position` and the iterations it completed (LaunchPeriodFinder).
-  void OnLaunch(uint64_t position, const std::vector<LaunchIteration>& completed, bool locked);
+  // Control thread: the launch at `position` and the iterations it completed (LaunchPeriodFinder);
+  // `seq` is the same launch's number as the application thread counted it (Emulator).
+  void OnLaunch(uint64_t position, uint64_t seq, const std::vector<LaunchIteration>& completed, bool locked);
+  // With `emulate`, the emulator the launch-exit callbacks hand each launch to; else nullptr.
+  Emulator* emulator() { return emulator_.get(); }
   // Stops the thread and puts the clock back if it was changed. Returns meta lines
   // ("run.<key>=<value>\n") for the trace.
   std::string Stop();
@@ -52,16 +56,21 @@ class ClockFollower {
   bool Attach(uint32_t ordinal);
   void Apply(const ClockTrigger::Switch& s);
   void Journal(const std::string& pci_bus_id);
+  // Switching thread: the open plan span ends at `now` (a reset was applied).
+  void CloseSpan(int64_t now);
+  static constexpr size_t kMaxPlanSpans = 4096;
   // Switching thread: drops the plan and resets the clock when `emo run` is gone.
   void CheckEmo();
 
   ClockSchedule schedule_;
   std::string schedule_path_;
   std::unique_ptr<Actuator> actuator_;
+  std::unique_ptr<Emulator> emulator_;
   const DriverApi* driver_ = nullptr;
   int rank_ = -1;
   int emo_pid_ = 0;  // 0: not watched
 
+  const ScheduleGpu* plan_ = nullptr;    // the schedule's entry for this GPU (set with trigger_)
   std::optional<ClockTrigger> trigger_;  // set by the switching thread before `ready_`
   std::atomic<bool> ready_{false};
   std::atomic<bool> no_plan_{false};  // no plan fits this process (said at its first launch)
@@ -86,6 +95,9 @@ class ClockFollower {
   int64_t plan_started_ns_ = -1;  // CUPTI time of the first lock applied
   int64_t plan_stopped_ns_ = -1;  // of the reset that ended the plan for good (guard, error, emo gone)
   int64_t last_reset_ns_ = -1;    // of the latest reset applied
+  // Spans (CUPTI ns) from a lock applied at the default clock to the next reset: the plan's
+  // clocks in force; the end is -1 while open. Bounded: a run that flaps keeps the first ones.
+  std::vector<std::pair<int64_t, int64_t>> plan_spans_;
   bool journaled_ = false;
   bool stopped_ = false;
 };

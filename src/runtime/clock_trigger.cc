@@ -32,11 +32,14 @@ std::string FormatClockSchedule(const ClockSchedule& s) {
   out << "actuator " << s.actuator << "\n";
   if (!s.log_path.empty()) out << "log " << s.log_path << "\n";
   if (!s.policy.empty()) out << "policy " << s.policy << "\n";
+  if (!s.model.empty()) out << "model " << s.model << "\n";
   out << "guard_pct " << s.guard_pct << "\n";
   for (const auto& g : s.gpus) {
     out << "gpu " << g.rank << " " << g.device << " " << g.calls_per_iteration << " " << g.deadline_ns << " "
         << g.baseline_ns << " " << g.gpu_name << "\n";
+    if (g.plan_ns > 0) out << "predicted " << g.plan_ns << "\n";
     for (const auto& p : g.packs) out << "pack " << p.first_call << " " << p.switch_call << " " << p.mhz << "\n";
+    for (const auto& sp : g.spins) out << "spin " << sp.call << " " << sp.ns << "\n";
   }
   return out.str();
 }
@@ -66,6 +69,10 @@ bool ParseClockSchedule(const std::string& text, ClockSchedule* out, std::string
       out->log_path = rest;
     } else if (key == "policy") {
       out->policy = rest;
+    } else if (key == "model") {
+      out->model = rest;
+    } else if (key == "predicted") {
+      ok = !out->gpus.empty() && static_cast<bool>(values >> out->gpus.back().plan_ns) && out->gpus.back().plan_ns > 0;
     } else if (key == "guard_pct") {
       ok = static_cast<bool>(values >> out->guard_pct) && out->guard_pct >= 0;
     } else if (key == "gpu") {
@@ -78,6 +85,11 @@ bool ParseClockSchedule(const std::string& text, ClockSchedule* out, std::string
       ScheduleGpu::Pack p;
       ok = !out->gpus.empty() && static_cast<bool>(values >> p.first_call >> p.switch_call >> p.mhz) && p.mhz > 0;
       if (ok) out->gpus.back().packs.push_back(p);
+    } else if (key == "spin") {
+      ScheduleGpu::Spin sp;
+      ok = !out->gpus.empty() && static_cast<bool>(values >> sp.call >> sp.ns) && sp.call >= 0 &&
+           static_cast<uint64_t>(sp.call) < out->gpus.back().calls_per_iteration && sp.ns > 0;
+      if (ok) out->gpus.back().spins.push_back(sp);
     } else {
       ok = false;
     }

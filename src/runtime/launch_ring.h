@@ -18,6 +18,8 @@ struct LaunchEvent {
   // anchor_finder.h) its CUPTI domain << 24 | callback id, and for a copy its size.
   uint32_t anchor = 0;
   uint32_t bytes = 0;
+  // The launch's number in the application's own count (`emo run` only; Emulator).
+  uint64_t seq = 0;
 };
 
 class LaunchRing {

@@ -101,6 +101,12 @@ constexpr CUpti_ActivityKind kApiActivityKinds[] = {
 thread_local int t_runtime_launch_depth = 0;
 thread_local uint32_t t_launch_generation = 0;
 thread_local int t_runtime_anchor_depth = 0;
+// `emulate` (Tracer::Emulate): the launch in progress on this thread as the application counts
+// them, the stream of the latest driver launch, and whether the thread is launching a spin.
+thread_local uint64_t t_launch_seq = 0;
+thread_local void* t_driver_stream = nullptr;
+thread_local bool t_driver_stream_known = false;
+thread_local bool t_in_spin = false;
 
 // Whether a callback is the entry of an outermost call: a runtime call's entry when no runtime
 // call of its kind is in progress on this thread (`depth` counts them; exits decrement it), or
@@ -230,6 +236,66 @@ uint64_t Signature(CUpti_CallbackDomain domain, CUpti_CallbackId cbid, const CUp
   return kNamed ^ HashName(d->symbolName);
 }
 
+// The stream a launch call enqueues on, for the emulator's spin behind it; `known` false where
+// the call's parameters do not say (CUDA 13's __cudaLaunchKernel). Per-thread-stream variants
+// (_ptsz) take a null stream as the calling thread's default stream.
+void* LaunchStream(CUpti_CallbackDomain domain, CUpti_CallbackId cbid, const CUpti_CallbackData* d, bool* known) {
+  *known = d->functionParams != nullptr;
+  if (!*known) return nullptr;
+  void* const kPerThread = reinterpret_cast<void*>(uintptr_t{2});  // CU_STREAM_PER_THREAD
+  auto per_thread = [&](void* s) { return s != nullptr ? s : kPerThread; };
+  if (domain == CUPTI_CB_DOMAIN_RUNTIME_API) {
+    switch (cbid) {
+      case CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_v7000:
+        return ParamsOf<cudaLaunchKernel_v7000_params>(d)->stream;
+      case CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_ptsz_v7000:
+        return per_thread(ParamsOf<cudaLaunchKernel_ptsz_v7000_params>(d)->stream);
+      case CUPTI_RUNTIME_TRACE_CBID_cudaLaunchCooperativeKernel_v9000:
+        return ParamsOf<cudaLaunchCooperativeKernel_v9000_params>(d)->stream;
+      case CUPTI_RUNTIME_TRACE_CBID_cudaLaunchCooperativeKernel_ptsz_v9000:
+        return per_thread(ParamsOf<cudaLaunchCooperativeKernel_ptsz_v9000_params>(d)->stream);
+      case CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernelExC_v11060:
+      case CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernelExC_ptsz_v11060: {
+        const cudaLaunchConfig_t* config = ParamsOf<cudaLaunchKernelExC_v11060_params>(d)->config;
+        *known = config != nullptr;
+        if (!*known) return nullptr;
+        return cbid == CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernelExC_v11060 ? config->stream : per_thread(config->stream);
+      }
+      case CUPTI_RUNTIME_TRACE_CBID_cudaGraphLaunch_v10000:
+        return ParamsOf<cudaGraphLaunch_v10000_params>(d)->stream;
+      case CUPTI_RUNTIME_TRACE_CBID_cudaGraphLaunch_ptsz_v10000:
+        return per_thread(ParamsOf<cudaGraphLaunch_ptsz_v10000_params>(d)->stream);
+      default:
+        *known = false;
+        return nullptr;
+    }
+  }
+  switch (cbid) {
+    case CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel:
+      return ParamsOf<cuLaunchKernel_params>(d)->hStream;
+    case CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel_ptsz:
+      return per_thread(ParamsOf<cuLaunchKernel_ptsz_params>(d)->hStream);
+    case CUPTI_DRIVER_TRACE_CBID_cuLaunchCooperativeKernel:
+      return ParamsOf<cuLaunchCooperativeKernel_params>(d)->hStream;
+    case CUPTI_DRIVER_TRACE_CBID_cuLaunchCooperativeKernel_ptsz:
+      return per_thread(ParamsOf<cuLaunchCooperativeKernel_ptsz_params>(d)->hStream);
+    case CUPTI_DRIVER_TRACE_CBID_cuLaunchKernelEx:
+    case CUPTI_DRIVER_TRACE_CBID_cuLaunchKernelEx_ptsz: {
+      const CUlaunchConfig* config = ParamsOf<cuLaunchKernelEx_params>(d)->config;
+      *known = config != nullptr;
+      if (!*known) return nullptr;
+      return cbid == CUPTI_DRIVER_TRACE_CBID_cuLaunchKernelEx ? config->hStream : per_thread(config->hStream);
+    }
+    case CUPTI_DRIVER_TRACE_CBID_cuGraphLaunch:
+      return ParamsOf<cuGraphLaunch_params>(d)->hStream;
+    case CUPTI_DRIVER_TRACE_CBID_cuGraphLaunch_ptsz:
+      return per_thread(ParamsOf<cuGraphLaunch_ptsz_params>(d)->hStream);
+    default:
+      *known = false;
+      return nullptr;
+  }
+}
+
 // Bytes moved by an anchor copy (0 for a sync): part of its signature, so that the loss read
 // back each step is told apart from a batch copied in.
 uint64_t AnchorBytes(CUpti_CallbackDomain domain, CUpti_CallbackId cbid, const CUpti_CallbackData* d) {
@@ -354,6 +420,7 @@ bool Tracer::Start(const InjectConfig& config, std::string* error) {
     std::string why;
     if (clock_follower_->Load(schedule, &why)) {
       config_.anchor = 0;  // switches are placed by launch: the launch callbacks stay on
+      emulator_ = clock_follower_->emulator();
     } else {
       std::fprintf(stderr, "emo run: %s; the clocks are left at the default\n", why.c_str());
       clock_follower_.reset();
@@ -521,14 +588,42 @@ void CUPTIAPI Tracer::OnCallback(void* userdata, CUpti_CallbackDomain domain, CU
 // The hot path: runs on the application's thread for every kernel launch. No lock, no
 // allocation: a timestamp and one push into the ring.
 void Tracer::OnLaunch(CUpti_CallbackDomain domain, CUpti_CallbackId cbid, const CUpti_CallbackData* data) {
+  if (t_in_spin) return;  // the emulator's own launch
   if (const uint32_t g = launch_generation_.load(std::memory_order_relaxed); g != t_launch_generation) {
     t_launch_generation = g;
     t_runtime_launch_depth = 0;
   }
+  if (emulator_ != nullptr && Emulate(domain, cbid, data)) return;
   // A runtime launch made inside another (__cudaLaunchKernel calling cudaLaunchKernel) is the
   // same launch; a driver launch inside a runtime launch is the runtime launch itself.
   if (!OutermostEntry(domain, data, t_runtime_launch_depth)) return;
-  launches_.TryPush(LaunchEvent{Signature(domain, cbid, data), CuptiNow()});
+  uint64_t seq = 0;
+  if (emulator_ != nullptr) t_launch_seq = seq = launch_seq_.fetch_add(1, std::memory_order_relaxed);
+  launches_.TryPush(LaunchEvent{Signature(domain, cbid, data), CuptiNow(), 0, 0, seq});
+}
+
+// `emulate`: the stream of a driver launch is kept for the runtime call it is made in (CUDA 13's
+// __cudaLaunchKernel has no parameter struct); at the exit of the outermost call the launch is
+// enqueued and the emulator may add its spin behind it. True when the callback is done with.
+bool Tracer::Emulate(CUpti_CallbackDomain domain, CUpti_CallbackId cbid, const CUpti_CallbackData* data) {
+  if (data->callbackSite == CUPTI_API_ENTER) {
+    if (domain == CUPTI_CB_DOMAIN_DRIVER_API) t_driver_stream = LaunchStream(domain, cbid, data, &t_driver_stream_known);
+    if (domain == CUPTI_CB_DOMAIN_RUNTIME_API && t_runtime_launch_depth == 0) t_driver_stream_known = false;
+    return false;
+  }
+  const bool outermost = domain == CUPTI_CB_DOMAIN_RUNTIME_API ? t_runtime_launch_depth == 1 : t_runtime_launch_depth == 0;
+  if (domain == CUPTI_CB_DOMAIN_RUNTIME_API && t_runtime_launch_depth > 0) --t_runtime_launch_depth;
+  if (!outermost) return true;
+  bool known = false;
+  void* stream = LaunchStream(domain, cbid, data, &known);
+  if (!known && t_driver_stream_known) {
+    stream = t_driver_stream;
+    known = true;
+  }
+  t_in_spin = true;
+  emulator_->AfterLaunch(t_launch_seq, stream, known);
+  t_in_spin = false;
+  return true;
 }
 
 // An anchor call: as cheap as a launch, and as rare as the program's syncs and copies. A

@@ -73,6 +73,7 @@ class Tracer {
   bool EnableCallbacks(std::string* error);
   std::string StartMeta(const std::string& path) const;
   void OnLaunch(CUpti_CallbackDomain domain, CUpti_CallbackId cbid, const CUpti_CallbackData* data);
+  bool Emulate(CUpti_CallbackDomain domain, CUpti_CallbackId cbid, const CUpti_CallbackData* data);
   void OnAnchor(CUpti_CallbackDomain domain, CUpti_CallbackId cbid, const CUpti_CallbackData* data);
   void SetLaunchCallbacks(bool on);
   void OnResource(CUpti_CallbackId cbid, const CUpti_ResourceData* data);
@@ -121,6 +122,10 @@ class Tracer {
   // `emo run`: follows a clock policy (EMO_RUN_SCHEDULE); null when not asked or not loadable.
   std::unique_ptr<ClockFollower> clock_follower_;
   LaunchRing launches_{16};
+  // `emo run --actuator emulate`: the follower's emulator (set before the callbacks start), and
+  // the application's launches counted as they are made.
+  Emulator* emulator_ = nullptr;
+  std::atomic<uint64_t> launch_seq_{0};
   std::atomic<uint64_t> launches_seen_{0};
 
   std::mutex contexts_mutex_;

@@ -1,6 +1,8 @@
 #include "emo_trace_records.h"
 
 #include <algorithm>
+#include <limits>
+#include <sstream>
 #include <charconv>
 #include <cstring>
 
@@ -311,6 +313,34 @@ RunMeasurement MeasureRun(const EmoRecords& r) {
     }
     m.plan = RunMeasurement::PlanSplit{StepOf(its, before), StepOf(its, under), GpuEnergies(r, its, before), GpuEnergies(r, its, under),
                        started, stopped};
+    // "from:to,from:to" (to -1: open to the end).
+    std::vector<std::pair<int64_t, int64_t>> spans;
+    if (const auto it = r.meta.find("run.plan_spans_ns"); it != r.meta.end()) {
+      std::istringstream in(it->second);
+      std::string span;
+      while (std::getline(in, span, ',')) {
+        const size_t colon = span.find(':');
+        if (colon == std::string::npos) continue;
+        const int64_t from = std::strtoll(span.c_str(), nullptr, 10);
+        const int64_t to = std::strtoll(span.c_str() + colon + 1, nullptr, 10);
+        spans.push_back({from, to < 0 ? std::numeric_limits<int64_t>::max() : to});
+      }
+    }
+    if (!spans.empty()) {
+      std::vector<bool> inside(its.size(), false), between(its.size(), false);
+      for (size_t i = 0; i < its.size(); ++i) {
+        if (!usable[i]) continue;
+        bool in = false, touches = false;
+        for (const auto& [from, to] : spans) {
+          in = in || (its[i].start_ns >= from && its[i].end_ns <= to);
+          touches = touches || (its[i].start_ns < to && its[i].end_ns > from);
+        }
+        inside[i] = in;
+        between[i] = !touches && its[i].start_ns >= started && (stopped < 0 || its[i].end_ns <= stopped);
+      }
+      m.plan->in_force_step = StepOf(its, inside);
+      m.plan->interleaved_default_step = StepOf(its, between);
+    }
   }
   return m;
 }

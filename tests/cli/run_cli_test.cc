@@ -175,11 +175,57 @@ TEST_F(RunCliTest, BrokenPoliciesAreRefusedWithTheFieldAtFault) {
   EXPECT_NE(missing.out.find("none.json"), std::string::npos) << missing.out;
 }
 
-TEST_F(RunCliTest, EmulateIsRefusedUntilItIsBuilt) {
-  const EmoRun r = Emo("run --policy " + policy_ + " --actuator emulate -- true");
-  EXPECT_EQ(r.exit_code, 1) << r.out;
-  EXPECT_NE(r.out.find("--actuator emulate"), std::string::npos) << r.out;
-  EXPECT_NE(r.out.find("not built yet"), std::string::npos) << r.out;
+// The policy says what `emulate` adds: its spins are checked like the rest, and a policy
+// written before emulation existed is refused for emulate (and still followed otherwise).
+TEST_F(RunCliTest, EmulateFollowsThePolicysSpinsAndRefusesAPolicyWithoutThem) {
+  nlohmann::json good = ReadJson(policy_);
+  const auto& emulate = good["gpus"][0]["emulate"];
+  ASSERT_TRUE(emulate.is_object()) << good.dump(2);
+  ASSERT_FALSE(emulate["spins"].empty());
+  // The spins add up to the plan's extra time per iteration, each after a call of the iteration.
+  double sum_us = 0;
+  for (const auto& spin : emulate["spins"]) {
+    EXPECT_GE(spin[0].get<int64_t>(), 0);
+    EXPECT_LT(spin[0].get<int64_t>(), good["gpus"][0]["launch_calls_per_iteration"].get<int64_t>());
+    sum_us += spin[1].get<double>() / 1e3;
+  }
+  EXPECT_NEAR(sum_us + emulate["extra_without_call_us"].get<double>(), emulate["extra_us_per_iteration"].get<double>(), 0.01);
+  double planned_extra_us = 0;
+  for (const auto& pack : good["gpus"][0]["packs"]) {
+    planned_extra_us += pack["busy_us_planned"].get<double>() - pack["busy_us_default"].get<double>();
+  }
+  EXPECT_NEAR(emulate["extra_us_per_iteration"].get<double>(), planned_extra_us, 0.01 * planned_extra_us + 0.01);
+
+  auto refused = [&](const std::string& name, const nlohmann::json& policy, const std::string& expected) {
+    const std::string path = dir_ + "/" + name;
+    std::ofstream(path) << policy.dump();
+    const EmoRun r = Emo("run --policy " + path + " --actuator emulate -- sh -c 'echo the program ran'");
+    EXPECT_EQ(r.exit_code, 2) << name << "\n" << r.out;
+    EXPECT_NE(r.out.find(expected), std::string::npos) << name << "\n" << r.out;
+    EXPECT_EQ(r.out.find("the program ran"), std::string::npos) << name << "\n" << r.out;
+  };
+  auto old = good;
+  old["gpus"][0].erase("emulate");
+  refused("old.json", old, "has no emulate section (rank -1, device 0): it was made before emulation existed");
+  auto outside = good;
+  outside["gpus"][0]["emulate"]["spins"][0][0] = 100000;
+  refused("outside.json", outside, "gpus[0].emulate.spins[0] is not [call, ns] with a call of the iteration");
+  auto negative = good;
+  negative["gpus"][0]["emulate"]["spins"][0][1] = -3;
+  refused("negative.json", negative, "gpus[0].emulate.spins[0] is not [call, ns]");
+
+  // Without emulate, the old policy is still followed (dry-run).
+  const std::string old_path = dir_ + "/old.json";
+  const EmoRun dry = Emo("run --policy " + old_path + " --switch-log " + dir_ + "/log.jsonl -- sh -c 'echo the program ran'");
+  EXPECT_NE(dry.out.find("the program ran"), std::string::npos) << dry.out;
+  // With it, the program runs and nothing is set.
+  const EmoRun r = Emo("run --policy " + policy_ + " --actuator emulate --switch-log " + dir_ +
+                       "/log.jsonl -- sh -c 'echo the program ran'");
+  EXPECT_NE(r.out.find("the program ran"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("actuator emulate, no clock changes; the plan's slowdown is added as spin kernels (model h200)"),
+            std::string::npos)
+      << r.out;
+  EXPECT_EQ(ReadText(dir_ + "/nvml.log").find("SetGpuLocked"), std::string::npos);
 }
 
 }  // namespace

@@ -7,6 +7,10 @@
 #    tests), the program's process finds the loop, follows the plan (no fallback, no
 #    failed switch), its first lock is logged with a planned clock and its pack, the last line
 #    is the reset at exit, and the program's exit code comes back;
+#  - `--actuator emulate` (--guard 50: 5 iterations at the default clock first, then the plan)
+#    follows the same policy with spin kernels behind the policy's launch calls: spins launched,
+#    none failed, none skipped for an unknown stream, no fallback, and the measured slowdown is
+#    reported beside the predicted one;
 #  - a policy for another GPU model is refused before the program starts (exit 2).
 #
 #   EMO=build/device/bin/emo bash tests/gpu/run_dry.sh [OUT_DIR]
@@ -24,6 +28,9 @@ set +e
 "$EMO" run --policy "$out/policy.json" --guard 0 --switch-log "$out/switches.jsonl" --json "$out/run.json" -- \
   "$out/streams_graph" --iters 1500 --warmup 10 --no-step-list > "$out/run.out" 2>&1
 echo $? > "$out/run.rc"
+"$EMO" run --policy "$out/policy.json" --actuator emulate --guard 50 --switch-log "$out/emulate.jsonl" \
+  --json "$out/emulate.json" -- "$out/streams_graph" --iters 1500 --warmup 10 --no-step-list > "$out/emulate.out" 2>&1
+echo $? > "$out/emulate.rc"
 python3 - "$out/policy.json" "$out/other_gpu.json" <<'PY'
 import json, sys
 p = json.load(open(sys.argv[1]))
@@ -63,6 +70,20 @@ check(len(locks) >= 1 and all(x["requested_mhz"] in planned for x in locks),
       f"locks logged: {len(locks)}, clocks {sorted({x['requested_mhz'] for x in locks})} (planned {sorted(planned)})")
 check(bool(lines) and lines[-1]["action"] == "reset", f"last log line: {lines[-1] if lines else None}")
 check(all(x["actuator"] == "dry-run" for x in lines), "every line from the dry-run actuator")
+erc = int(open(f"{out}/emulate.rc").read())
+check(erc == 0, f"emo run --actuator emulate exit code {erc}")
+em = json.load(open(f"{out}/emulate.json"))
+et = em["traces"][0] if em.get("traces") else {}
+epr = et.get("policy_run", {})
+print("emulate policy_run:", json.dumps(epr))
+check(epr.get("followed") == "1", f"emulate followed: {epr.get('followed')} {epr.get('not_followed_because', '')}")
+check(int(epr.get("emulate_spins", "0")) >= 500, f"spins launched: {epr.get('emulate_spins')}")
+check(epr.get("emulate_failed") == "0" and epr.get("emulate_unknown_stream") == "0",
+      f"spins failed {epr.get('emulate_failed')}, skipped for an unknown stream {epr.get('emulate_unknown_stream')}")
+check(epr.get("fallbacks") == "0", f"emulate fallbacks: {epr.get('fallbacks')}")
+emu = et.get("policy_effect", {}).get("emulated")
+print("emulated:", json.dumps(emu))
+check(emu is not None and emu["predicted_slowdown_pct"] > 0, f"measured slowdown reported beside the predicted one")
 orc = int(open(f"{out}/other_gpu.rc").read())
 other = open(f"{out}/other_gpu.out").read()
 check(orc == 2 and "was made for NVIDIA A100-SXM4-80GB" in other, f"another GPU's policy refused: rc {orc}")

@@ -266,6 +266,8 @@ __attribute__((visibility("default"))) void FakeCuptiLaunch(uint64_t function) {
   }
   cudaLaunchKernel_v7000_params params{};
   params.func = reinterpret_cast<const void*>(function);
+  // Each kernel on a stream of its own, named after it (the emulator's spins follow the stream).
+  params.stream = reinterpret_cast<cudaStream_t>(uintptr_t{0x7000} + (function & 0xff));
   CUpti_CallbackData data{};
   data.functionName = "cudaLaunchKernel";
   data.functionParams = &params;

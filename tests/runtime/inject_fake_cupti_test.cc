@@ -557,6 +557,11 @@ TEST_F(InjectRunTest, EverySwitchHappensInOrderAheadOfItsPackAndTheClockIsResetA
   EXPECT_EQ(meta["run.clock_at_exit"], "default");
   EXPECT_GT(std::stoll(meta["run.plan_started_ns"]), 0);  // when the first lock was applied
   EXPECT_TRUE(meta["run.plan_stopped_ns"].empty());        // held to the end
+  // One span of the plan in force, from the first lock to the reset at exit.
+  const std::string spans = meta["run.plan_spans_ns"];
+  ASSERT_EQ(spans.find(','), std::string::npos) << spans;
+  EXPECT_EQ(spans.substr(0, spans.find(':')), meta["run.plan_started_ns"]);
+  EXPECT_GT(std::stoll(spans.substr(spans.find(':') + 1)), std::stoll(meta["run.plan_started_ns"]));
   EXPECT_EQ(std::stoul(meta["run.switches_applied"]), calls.size() - 1);
   // Each switch after the first is on time (the first is placed when the loop is found).
   EXPECT_LE(std::stoul(meta["run.switches_late"]), 2u);
@@ -646,6 +651,70 @@ TEST_F(InjectRunTest, DryRunLogsTheSwitchesWithTheirPacksAndChangesNothing) {
   EXPECT_GE(locks, 2u);
   EXPECT_NE(lines.back().find("\"action\":\"reset\""), std::string::npos) << lines.back();
   EXPECT_NE(lines.back().find("\"why\":\"exit\""), std::string::npos) << lines.back();
+}
+
+// emulate: once the plan is followed, a spin kernel of the schedule's length behind each launch
+// the schedule names (calls 1 and 4 of the 5), on that launch's stream, and behind no other;
+// no clock is set.
+TEST_F(InjectRunTest, EmulateAddsEachSpinBehindItsLaunchOnItsStream) {
+  auto env = Env("emulate");
+  std::ofstream(dir_ / "schedule") << RunSchedule("emulate", (dir_ / "switches.jsonl").string())
+                                   << "predicted 95000000\nspin 1 30000\nspin 4 50000\n";
+  const std::filesystem::path log = dir_ / "cuda.log";
+  env["FAKE_CUDA_LOG"] = log.string();
+  const ChildResult r = RunChild(env, [&](const Hooks& h) {
+    Loop loop(h);
+    h.create_context(0);
+    auto spins = [&log] {
+      std::vector<std::string> out;
+      for (const std::string& line : Lines(ReadText(log))) {
+        if (line.rfind("launch ", 0) == 0) out.push_back(line);
+      }
+      return out;
+    };
+    bool on = false;
+    int checked = 0;  // iterations checked launch by launch once the spins began
+    for (int iteration = 0; iteration < 400 && checked < 10; ++iteration) {
+      for (int i = 0; i < 5; ++i) {
+        const size_t before = spins().size();
+        loop.Launch(i);
+        const std::vector<std::string> now = spins();
+        const std::vector<std::string> added(now.begin() + static_cast<ptrdiff_t>(before), now.end());
+        std::vector<std::string> want;
+        if (i == 1) want = {"launch 0x7001 30000 grid 1 block 1 shared 0"};
+        if (i == 4) want = {"launch 0x7004 50000 grid 1 block 1 shared 0"};
+        if (!on && !added.empty()) on = true;
+        if (on && added != want) {
+          std::fprintf(stderr, "TEST: launch %d of iteration %d added %zu spins (%s), want %zu\n", i, iteration,
+                       added.size(), added.empty() ? "" : added.front().c_str(), want.size());
+        }
+        if (!on) std::this_thread::sleep_for(std::chrono::milliseconds(2));
+      }
+      if (on) ++checked;
+    }
+    if (!on) std::fprintf(stderr, "TEST: no spin was launched\n");
+  });
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.err.find("TEST:"), std::string::npos) << r.err;
+  EXPECT_TRUE(ControlCalls().empty());
+  const auto lines = Lines(ReadText(log));
+  ASSERT_GE(lines.size(), 2u);
+  EXPECT_EQ(lines[0], "load emo_emulate_spin");
+  EXPECT_EQ(lines[1], "function emo_emulate_spin");
+  const size_t launched = static_cast<size_t>(std::count_if(
+      lines.begin(), lines.end(), [](const std::string& l) { return l.rfind("launch ", 0) == 0; }));
+  EXPECT_GE(launched, 20u);
+  auto meta = Meta(Read("0"));
+  EXPECT_EQ(meta["run.followed"], "1");
+  EXPECT_EQ(meta["run.actuator"], "emulate");
+  EXPECT_EQ(meta["run.emulate_spins"], std::to_string(launched));
+  EXPECT_EQ(meta["run.emulate_failed"], "0");
+  EXPECT_EQ(meta["run.emulate_unknown_stream"], "0");
+  EXPECT_EQ(meta["run.predicted_ns"], "95000000");
+  EXPECT_EQ(meta["run.predicted_baseline_ns"], "90000000");
+  for (const auto& line : Lines(ReadText(dir_ / "switches.jsonl"))) {
+    EXPECT_NE(line.find("\"actuator\":\"emulate\""), std::string::npos) << line;
+  }
 }
 
 }  // namespace

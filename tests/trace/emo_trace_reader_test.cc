@@ -227,6 +227,36 @@ TEST(EmoTraceReaderTest, AnEmoRunSaysWhatTheProgramDidBeforeAndUnderThePlan) {
   std::filesystem::remove(plain);
 }
 
+// `emo run` with spans of the plan in force (the guard re-times the default clock between
+// them): iterations wholly inside a span are the plan's, those touching none after the plan
+// started are the default clock's; one straddling a span's edge is neither.
+TEST(EmoTraceReaderTest, PlanSpansSplitThePlansIterationsFromTheDefaultClocksBetweenThem) {
+  auto read = [](const std::string& spans) {
+    const auto path = WriteTemp("spans.emotrace", TwoStreamLoop(false, true, false, 0,
+                                                                 {{"run.followed", "1"},
+                                                                  {"run.actuator", "emulate"},
+                                                                  {"run.plan_started_ns", std::to_string(kT0 + 10 * kIteration)},
+                                                                  {"run.plan_spans_ns", spans}}));
+    auto t = trace::ReadTrace(path);
+    std::filesystem::remove(path);
+    EXPECT_TRUE(t.ok()) << t.status().message();
+    return *t->meta.run->plan;
+  };
+  const auto at = [](double iterations) { return std::to_string(kT0 + static_cast<int64_t>(iterations * kIteration)); };
+  // In force over 10-11, default over 12, in force from 13 to the end.
+  auto p = read(at(10) + ":" + at(12) + "," + at(13) + ":-1");
+  EXPECT_EQ(p.in_force_step, std::make_pair(kIteration, int64_t{3}));            // 10, 11, 13
+  EXPECT_EQ(p.interleaved_default_step, std::make_pair(kIteration, int64_t{1}));  // 12
+  // The second span starts inside iteration 12: it is neither.
+  p = read(at(10) + ":" + at(12) + "," + at(12.5) + ":-1");
+  EXPECT_EQ(p.in_force_step.second, 3);
+  EXPECT_EQ(p.interleaved_default_step.second, 0);
+  // Before the plan started (8, 9) counts for neither.
+  p = read(at(10) + ":" + at(11));
+  EXPECT_EQ(p.in_force_step.second, 1);                 // 10
+  EXPECT_EQ(p.interleaved_default_step.second, 3);      // 11, 12, 13
+}
+
 // Every wait names its record exactly, so the graph needs no fallback rule; the replay is exact.
 TEST(EmoTraceReaderTest, WaitsAreExactEdgesInTheGraph) {
   const auto path = WriteTemp("graph.emotrace", TwoStreamLoop());

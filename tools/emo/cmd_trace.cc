@@ -138,6 +138,7 @@ runtime::ClockSchedule ScheduleOf(const policy::RunPolicy& p, const RunArgs& arg
     s.log_path = std::filesystem::absolute(args.switch_log).string();
   }
   s.policy = p.path;
+  s.model = p.model_device + " (" + p.model_source + ")";
   s.guard_pct = args.guard_pct;
   for (const auto& g : p.gpus) {
     runtime::ScheduleGpu sg;
@@ -147,6 +148,8 @@ runtime::ClockSchedule ScheduleOf(const policy::RunPolicy& p, const RunArgs& arg
     sg.calls_per_iteration = g.calls_per_iteration;
     sg.deadline_ns = static_cast<int64_t>(g.deadline_us * 1e3);
     sg.baseline_ns = static_cast<int64_t>(g.baseline_time_us * 1e3);
+    sg.plan_ns = static_cast<int64_t>(g.iteration_time_us * 1e3);
+    for (const auto& spin : g.spins) sg.spins.push_back({spin.call, spin.ns});
     for (const auto& pack : g.packs) {
       sg.packs.push_back({pack.first_call, pack.switch_call, static_cast<unsigned>(std::lround(pack.clock_mhz))});
     }
@@ -157,16 +160,21 @@ runtime::ClockSchedule ScheduleOf(const policy::RunPolicy& p, const RunArgs& arg
 
 int RunWithPolicy(RunArgs args) {
   constexpr const char* kCommand = "run";
-  if (args.actuator == "emulate") {
-    return Fail(kCommand, Unsupported("--actuator emulate (slowing the plan's ops by the time the model predicts) is "
-                                      "not built yet; use dry-run to see the switches the plan makes"));
-  }
   auto read = policy::ReadRunPolicy(args.policy);
   if (!read.ok()) {
     Fail(kCommand, read.status());
     return 2;
   }
   const policy::RunPolicy& p = *read;
+  if (args.actuator == "emulate") {
+    for (const auto& g : p.gpus) {
+      if (g.has_emulation) continue;
+      Fail(kCommand, InvalidArgument(fmt::format("{} has no emulate section (rank {}, device {}): it was made before "
+                                                 "emulation existed; make it again with `emo optimize --policy`",
+                                                 p.path, g.rank, g.device)));
+      return 2;
+    }
+  }
   for (const auto& w : p.warnings) fmt::print(stderr, "emo run: policy warning: {}\n", w);
   runtime::ActuatorOptions options;
   options.log_path = std::filesystem::absolute(args.switch_log).string();
@@ -199,13 +207,16 @@ int RunWithPolicy(RunArgs args) {
   if (!watchdog.ok()) return Fail(kCommand, watchdog.status());
   fmt::print(stderr, "emo run: following {} ({} GPU plan{}, actuator {}{}), guard {} %\n", p.path, p.gpus.size(),
              p.gpus.size() == 1 ? "" : "s", args.actuator,
-             args.actuator == "dry-run" ? ", no clock changes; switches written to " + options.log_path : "",
+             args.actuator == "dry-run"   ? ", no clock changes; switches written to " + options.log_path
+             : args.actuator == "emulate" ? ", no clock changes; the plan's slowdown is added as spin kernels (model " +
+                                                p.model_device + "); switches written to " + options.log_path
+                                          : "",
              args.guard_pct);
   args.trace.launch.mode = "monitor";
   args.trace.launch.extra_env = {"EMO_RUN_SCHEDULE=" + schedule, "EMO_RUN_JOURNAL=" + journal,
                                  fmt::format("EMO_RUN_PID={}", getpid()), "EMO_TRACE_ANCHOR=0"};
   nlohmann::json extra = {{"policy", p.path}, {"actuator", args.actuator}, {"guard_pct", args.guard_pct}};
-  if (args.actuator == "dry-run") extra["switch_log"] = options.log_path;
+  if (args.actuator == "dry-run" || args.actuator == "emulate") extra["switch_log"] = options.log_path;
   const int code = RunTraced(kCommand, args.trace, /*keep_files=*/false, extra);
   const Status reset = runtime::FinishClockWatchdog(&*watchdog, journal);
   std::error_code ec;
@@ -227,11 +238,14 @@ void SetupRun(CLI::App& app, int& exit_code) {
       "exits, when emo is interrupted or terminated, and (through a watchdog process) when the program or emo is "
       "killed. Time and energy per iteration are measured as by `emo monitor`. Actuators: dry-run (default; changes "
       "nothing, writes each switch it would make), nvml (locks clocks; needs root or CAP_SYS_ADMIN), zeusd (asks a "
-      "running zeusd; needs its socket). Example: emo run --policy plan.json --actuator dry-run -- python train.py");
+      "running zeusd; needs its socket), emulate (changes nothing; adds the plan's predicted extra time as spin kernels "
+      "on the program's streams, so the step time under the plan can be measured where clocks must not change). Example: emo run --policy plan.json --actuator dry-run -- python train.py");
   cmd->add_option("--policy", args->policy, "Clock policy from `emo optimize TRACE --policy F`")->required();
   cmd->add_option("--actuator", args->actuator,
                   "How clocks are set: dry-run (nothing changes), nvml (root or CAP_SYS_ADMIN), zeusd (a running zeusd, "
-                  "socket $EMO_ZEUSD_SOCKET or /var/run/zeusd.sock), emulate (not built yet)")
+                  "socket $EMO_ZEUSD_SOCKET or /var/run/zeusd.sock), emulate (nothing changes; after the launches the "
+                  "policy names, a spin kernel on the launch's stream adds the time the model says the plan's clocks "
+                  "would add, so the measured step tests the plan's slowdown)")
       ->check(CLI::IsMember({"dry-run", "nvml", "zeusd", "emulate"}));
   cmd->add_option("--guard", args->guard_pct,
                   "Back to the default clock for the rest of the run when the median of 15 iterations under the plan "

@@ -23,7 +23,23 @@ struct LaunchAnchors {
   // Packs none of whose ops has a counted launch call (a memcpy-only pack): anchored at the next
   // counted call.
   size_t packs_without_call = 0;
+  // `emo run --actuator emulate`: extra GPU time to add after a call of the iteration (0-based,
+  // in call order), on the stream of the op it launched, so each stream runs as long as the plan's
+  // clocks would make it (PlannedPack::op_extra_ns). One pack's extra on one stream is carried
+  // from op to op and added where it reaches kSpinMinNs, after an op another stream or the CPU
+  // waits for (an event wait, a host sync), and after the pack's last op there.
+  struct Spin {
+    int64_t call = 0;
+    int64_t ns = 0;
+  };
+  std::vector<Spin> spins;
+  int64_t extra_ns = 0;              // the plan's extra per iteration (what the spins add up to)
+  int64_t extra_without_call_ns = 0;  // of ops none of whose stream's ops had a call: not emulated
 };
+
+// Spins shorter than this are carried to a later op of the pack on the stream: a spin costs a
+// launch on the CPU (a few us) and a kernel's start on the GPU (about 1 us).
+inline constexpr int64_t kSpinMinNs = 20'000;
 
 // The anchors of `packs` (one device's, in time order) in the steady iteration of `a`.
 LaunchAnchors AnchorPacks(const analysis::TraceAnalysis& a, const std::vector<const opt::PlannedPack*>& packs,

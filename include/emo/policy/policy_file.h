@@ -24,6 +24,16 @@ struct RunGpu {
   double baseline_time_us = 0;      // predicted at the default clocks
   double deadline_us = 0;           // the latency target
   std::vector<RunPack> packs;       // in first_call order
+  // The plan's slowdown as extra GPU time after launch calls (`emulate`, LaunchAnchors::spins);
+  // absent in policies written before emulation existed.
+  struct Spin {
+    int64_t call = 0;
+    int64_t ns = 0;
+  };
+  bool has_emulation = false;
+  std::vector<Spin> spins;          // in call order
+  double emulated_extra_us = 0;     // what the spins add per iteration
+  double not_emulated_extra_us = 0; // the plan's extra on streams without a launch call
 };
 
 struct RunPolicy {

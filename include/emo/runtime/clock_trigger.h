@@ -20,18 +20,26 @@ struct ScheduleGpu {
   uint32_t calls_per_iteration = 0;
   int64_t deadline_ns = 0;  // the plan's latency target per iteration (predicted)
   int64_t baseline_ns = 0;  // the plan's predicted iteration at the default clocks
+  int64_t plan_ns = 0;      // the plan's predicted iteration (0: not given)
   struct Pack {
     int64_t first_call = 0;
     int64_t switch_call = 0;
     unsigned mhz = 0;
   };
   std::vector<Pack> packs;
+  // `emulate`: GPU time added after launch calls of the iteration (policy::RunGpu::spins).
+  struct Spin {
+    int64_t call = 0;
+    int64_t ns = 0;
+  };
+  std::vector<Spin> spins;
 };
 
 struct ClockSchedule {
   std::string actuator;   // "nvml", "zeusd", "dry-run", "emulate"
   std::string log_path;   // dry-run / emulate switch log, "" = stderr
   std::string policy;     // the policy file, for messages
+  std::string model;      // the device model the plan was made with ("h200 (file)"), for reports
   // Back to the default clock for good when iterations under the plan run longer than the plan
   // allows (deadline / baseline, applied to this run's own iterations before the plan) by more
   // than this, %; 0 = off.
@@ -96,6 +104,10 @@ class ClockTrigger {
                 std::vector<Switch>* out);
 
   unsigned current_mhz() const { return current_mhz_; }
+  // Whether the plan governs the iterations from launch plan_from() on (following, not timing
+  // the default clock, not tripped): where `emulate` adds the plan's slowdown.
+  bool plan_in_force() const { return following_ && !timing_ && placed_any_ && !counters_.guard_tripped; }
+  uint64_t plan_from() const { return plan_from_; }
   const Counters& counters() const { return counters_; }
 
  private:

@@ -218,6 +218,11 @@ struct RunMeasurement {
     std::pair<TimeNs, int64_t> under_step;
     std::vector<GpuEnergy> before_gpus, under_gpus;
     TimeNs started_ns = 0, stopped_ns = -1;  // on the trace's clock; -1: held to the end
+    // Where the run says when the plan's clocks were in force (meta run.plan_spans_ns): the
+    // iterations wholly inside those spans, and those at the default clock between them (the
+    // guard's re-timings), each median host time and count; {-1, 0} without spans.
+    std::pair<TimeNs, int64_t> in_force_step{-1, 0};
+    std::pair<TimeNs, int64_t> interleaved_default_step{-1, 0};
   };
   std::optional<PlanSplit> plan;
 };

@@ -1,0 +1,119 @@
+#!/usr/bin/env bash
+# `emo run --actuator emulate` on the H200: does a plan's measured slowdown match the predicted
+# one? For each loop (bench/gpu/train_loop.py, decode_loop.py, streams_graph): one `emo trace`,
+# `emo optimize --device h200` at two latency targets (--max-slowdown 0.02 and 0.10) into
+# policies, then rounds of `emo run --actuator emulate` (spin kernels add the model's extra time
+# per op on the op's stream) beside `emo run --actuator dry-run` (the same callbacks, nothing
+# added), order alternating. Never changes a clock.
+#
+# Two measures of the slowdown, both reported:
+#  - within one emulate run: iterations under the plan against the same run's iterations at
+#    the default clock before it (--guard 50: the plan starts after 5 iterations timed without
+#    it and is re-timed every 50 iterations; 50 % so that it never trips);
+#  - across runs, paired by round: emulate's iterations under the plan against dry-run's.
+#
+#   EMO=build/device/bin/emo OUT=o [ROUNDS=3] [LOOPS="train decode streams"] bash bench/gpu/emulate.sh
+# Writes $OUT/emulate/summary.json and the runs' JSON reports.
+set -uo pipefail
+: "${EMO:?set EMO}" "${OUT:?set OUT}"
+here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+PY="${PY:-/opt/torch/.venv/bin/python}"
+ROUNDS="${ROUNDS:-3}"
+LOOPS="${LOOPS:-train decode streams}"
+SLOWDOWNS="${SLOWDOWNS:-0.02 0.10}"
+dest="$OUT/emulate"
+work="$(mktemp -d /tmp/emo_emulate.XXXXXX)"
+mkdir -p "$dest"
+if [[ " $LOOPS " == *" streams "* ]]; then
+  bash "$here/build_streams_graph.sh" "$work/streams_graph" >"$work/build.log" 2>&1 || { cat "$work/build.log"; exit 1; }
+fi
+program() {  # loop, steps -> the command
+  case $1 in
+    train) echo "$PY $here/train_loop.py --steps $2 --warmup 20" ;;
+    decode) echo "$PY $here/decode_loop.py --steps $2 --warmup 20" ;;
+    streams) echo "$work/streams_graph --iters $(($2 * 8)) --warmup 50 --no-step-list" ;;
+  esac
+}
+for loop in $LOOPS; do
+  read -ra cmd <<<"$(program "$loop" 120)"
+  "$EMO" trace -o "$work/${loop}.emotrace" --warmup 40 --iterations 4 -- "${cmd[@]}" >"$work/${loop}_trace.out" 2>&1
+  for s in $SLOWDOWNS; do
+    "$EMO" optimize "$work/${loop}.emotrace" --device h200 --max-slowdown "$s" --policy "$dest/${loop}_${s}_policy.json" \
+      >"$dest/${loop}_${s}_optimize.txt" 2>&1
+  done
+done
+for ((r = 1; r <= ROUNDS; r++)); do
+  for loop in $LOOPS; do
+    read -ra cmd <<<"$(program "$loop" 400)"
+    for s in $SLOWDOWNS; do
+      order=(emulate dry-run)
+      ((r % 2 == 0)) && order=(dry-run emulate)
+      for a in "${order[@]}"; do
+        "$EMO" run --policy "$dest/${loop}_${s}_policy.json" --actuator "$a" --guard 50 \
+          --switch-log "$work/${loop}_${s}_${a}_$r.jsonl" --json "$dest/${loop}_${s}_${a}_$r.json" -- "${cmd[@]}" \
+          >"$work/${loop}_${s}_${a}_$r.out" 2>&1 || echo "run $loop $s $a $r: exit $?" >>"$dest/errors.txt"
+      done
+    done
+  done
+done
+python3 - "$dest" "$ROUNDS" "$LOOPS" "$SLOWDOWNS" <<'PY'
+import json, os, statistics, sys
+dest, rounds, loops, slowdowns = sys.argv[1], int(sys.argv[2]), sys.argv[3].split(), sys.argv[4].split()
+def load(p):
+    try:
+        return json.load(open(p))
+    except Exception:
+        return None
+out = {"rounds": rounds, "loops": {}}
+for loop in loops:
+    for s in slowdowns:
+        pol = load(f"{dest}/{loop}_{s}_policy.json")
+        if pol is None:
+            continue
+        g = pol["gpus"][0]
+        pred = g["predicted"]
+        entry = {"predicted_slowdown_pct": 100 * (pred["iteration_time_us"] / pred["baseline_time_us"] - 1),
+                 "model": pol["model"], "packs": len(g["packs"]),
+                 "clocks_mhz": [p["clock_mhz"] for p in g["packs"]],
+                 "spins_per_iteration": len(g["emulate"]["spins"]),
+                 "extra_us_per_iteration": g["emulate"]["extra_us_per_iteration"],
+                 "baseline_time_us": pred["baseline_time_us"], "runs": []}
+        within, across = [], []
+        for r in range(1, rounds + 1):
+            em = load(f"{dest}/{loop}_{s}_emulate_{r}.json")
+            dr = load(f"{dest}/{loop}_{s}_dry-run_{r}.json")
+            row = {"round": r}
+            for name, j in (("emulate", em), ("dry_run", dr)):
+                if not j or not j.get("traces"):
+                    continue
+                t = j["traces"][0]
+                pe = t.get("policy_effect", {})
+                pr = t.get("policy_run", {})
+                row[name] = {"before_ms": pe.get("before_plan", {}).get("step_ms"),
+                             "before_n": pe.get("before_plan", {}).get("iterations"),
+                             "under_ms": pe.get("under_plan", {}).get("step_ms"),
+                             "under_n": pe.get("under_plan", {}).get("iterations"),
+                             "followed": pr.get("followed"), "fallbacks": pr.get("fallbacks"),
+                             "iterations_followed": pr.get("iterations_followed"),
+                             "guard_probes": pr.get("guard_probes"),
+                             "spins": pr.get("emulate_spins"), "spin_ms": (int(pr["emulate_spin_ns"]) / 1e6) if "emulate_spin_ns" in pr else None,
+                             "unknown_stream": pr.get("emulate_unknown_stream"), "failed": pr.get("emulate_failed")}
+                if name == "emulate" and "emulated" in pe:
+                    row["within_run_pct"] = pe["emulated"]["measured_slowdown_pct"]
+                    within.append(row["within_run_pct"])
+            e, d = row.get("emulate", {}), row.get("dry_run", {})
+            if e.get("under_ms") and d.get("under_ms"):
+                row["vs_dry_run_pct"] = 100 * (e["under_ms"] / d["under_ms"] - 1)
+                across.append(row["vs_dry_run_pct"])
+            entry["runs"].append(row)
+        entry["within_run_median_pct"] = statistics.median(within) if within else None
+        entry["vs_dry_run_median_pct"] = statistics.median(across) if across else None
+        for k in ("within_run", "vs_dry_run"):
+            m = entry[f"{k}_median_pct"]
+            entry[f"{k}_minus_predicted_points"] = None if m is None else m - entry["predicted_slowdown_pct"]
+        out["loops"][f"{loop}@{s}"] = entry
+json.dump(out, open(f"{dest}/summary.json", "w"), indent=1)
+for k, e in out["loops"].items():
+    print(f"{k:16s} predicted {e['predicted_slowdown_pct']:+.2f} %  within-run {e['within_run_median_pct']}  "
+          f"vs dry-run {e['vs_dry_run_median_pct']}  spins/it {e['spins_per_iteration']} packs {e['packs']}")
+PY
