@@ -3,16 +3,19 @@
 # one? For each loop (bench/gpu/train_loop.py, decode_loop.py, streams_graph): one `emo trace`,
 # `emo optimize --device h200` at two latency targets (--max-slowdown 0.02 and 0.10) into
 # policies, then rounds of `emo run --actuator emulate` (spin kernels add the model's extra time
-# per op on the op's stream) beside `emo run --actuator dry-run` (the same callbacks, nothing
-# added), order alternating. Never changes a clock.
+# per op on the op's stream), and for the loops in AB_LOOPS `emo run --actuator dry-run` beside
+# it (the same callbacks, nothing added), order alternating. Never changes a clock.
 #
-# Two measures of the slowdown, both reported:
-#  - within one emulate run: iterations under the plan against the same run's iterations at
-#    the default clock before it (--guard 50: the plan starts after 5 iterations timed without
-#    it and is re-timed every 50 iterations; 50 % so that it never trips);
-#  - across runs, paired by round: emulate's iterations under the plan against dry-run's.
+# Two measures of the slowdown:
+#  - within one emulate run: iterations with the plan in force against the same run's
+#    iterations at the default clock between them (--guard 50: the plan starts after 5
+#    iterations timed without it and the default clock is timed again every 50 iterations; 50 %
+#    so that the guard never trips): both spread over the same stretch of the run;
+#  - across runs (AB_LOOPS), paired by round: emulate's iterations under the plan against
+#    dry-run's. Between processes the CPU-bound PyTorch loops differ by up to 28 % (BENCHMARKS.md,
+#    "Order 7"), so only the GPU-bound loop is paired by default.
 #
-#   EMO=build/device/bin/emo OUT=o [ROUNDS=3] [LOOPS="train decode streams"] bash bench/gpu/emulate.sh
+#   EMO=build/device/bin/emo OUT=o [ROUNDS=3] [LOOPS="train decode streams"] [AB_LOOPS=streams] bash bench/gpu/emulate.sh
 # Writes $OUT/emulate/summary.json and the runs' JSON reports.
 set -uo pipefail
 : "${EMO:?set EMO}" "${OUT:?set OUT}"
@@ -20,6 +23,7 @@ here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 PY="${PY:-/opt/torch/.venv/bin/python}"
 ROUNDS="${ROUNDS:-3}"
 LOOPS="${LOOPS:-train decode streams}"
+AB_LOOPS="${AB_LOOPS:-streams}"
 SLOWDOWNS="${SLOWDOWNS:-0.02 0.10}"
 dest="$OUT/emulate"
 work="$(mktemp -d /tmp/emo_emulate.XXXXXX)"
@@ -46,8 +50,11 @@ for ((r = 1; r <= ROUNDS; r++)); do
   for loop in $LOOPS; do
     read -ra cmd <<<"$(program "$loop" 400)"
     for s in $SLOWDOWNS; do
-      order=(emulate dry-run)
-      ((r % 2 == 0)) && order=(dry-run emulate)
+      order=(emulate)
+      if [[ " $AB_LOOPS " == *" $loop "* ]]; then
+        order=(emulate dry-run)
+        ((r % 2 == 0)) && order=(dry-run emulate)
+      fi
       for a in "${order[@]}"; do
         "$EMO" run --policy "$dest/${loop}_${s}_policy.json" --actuator "$a" --guard 50 \
           --switch-log "$work/${loop}_${s}_${a}_$r.jsonl" --json "$dest/${loop}_${s}_${a}_$r.json" -- "${cmd[@]}" \
@@ -89,7 +96,11 @@ for loop in loops:
                 t = j["traces"][0]
                 pe = t.get("policy_effect", {})
                 pr = t.get("policy_run", {})
-                row[name] = {"before_ms": pe.get("before_plan", {}).get("step_ms"),
+                row[name] = {"in_force_ms": pe.get("in_force", {}).get("step_ms"),
+                             "in_force_n": pe.get("in_force", {}).get("iterations"),
+                             "interleaved_default_ms": pe.get("interleaved_default", {}).get("step_ms"),
+                             "interleaved_default_n": pe.get("interleaved_default", {}).get("iterations"),
+                             "before_ms": pe.get("before_plan", {}).get("step_ms"),
                              "before_n": pe.get("before_plan", {}).get("iterations"),
                              "under_ms": pe.get("under_plan", {}).get("step_ms"),
                              "under_n": pe.get("under_plan", {}).get("iterations"),
@@ -100,6 +111,8 @@ for loop in loops:
                              "unknown_stream": pr.get("emulate_unknown_stream"), "failed": pr.get("emulate_failed")}
                 if name == "emulate" and "emulated" in pe:
                     row["within_run_pct"] = pe["emulated"]["measured_slowdown_pct"]
+                    row["within_run_from"] = pe["emulated"]["measured_from"]
+                    row["spin_launch_cost_pct"] = pe["emulated"].get("spin_launch_cost_pct")
                     within.append(row["within_run_pct"])
             e, d = row.get("emulate", {}), row.get("dry_run", {})
             if e.get("under_ms") and d.get("under_ms"):

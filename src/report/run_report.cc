@@ -32,6 +32,9 @@ struct Emulated {
   double predicted_pct, measured_pct;
   std::string model;
   std::string against;  // which iterations the plan's are compared with
+  // The spin launches' own host time per followed iteration, in % of the default clock's step:
+  // on a CPU-bound loop it adds to the measured slowdown (an upper bound of that share).
+  double launch_cost_pct = 0;
 };
 std::optional<Emulated> EmulatedOf(const trace::RunMeasurement& r) {
   const auto& p = r.policy_run;
@@ -49,13 +52,17 @@ std::optional<Emulated> EmulatedOf(const trace::RunMeasurement& r) {
   const double predicted = std::atof(get("predicted_ns").c_str());
   const double baseline = std::atof(get("predicted_baseline_ns").c_str());
   if (predicted <= 0 || baseline <= 0 || plan_ns <= 0 || default_ns <= 0) return std::nullopt;
+  const double followed = std::atof(get("iterations_followed").c_str());
+  const double launch_cost_pct =
+      followed > 0 ? 100.0 * std::atof(get("emulate_launch_ns").c_str()) / followed / static_cast<double>(default_ns) : 0.0;
   return Emulated{100.0 * (predicted / baseline - 1.0),
                   100.0 * (static_cast<double>(plan_ns) / static_cast<double>(default_ns) - 1.0), get("model"),
                   interleaved ? fmt::format("{} iterations under the plan against {} at the default clock between them "
                                             "(the guard's re-timings)",
                                             split.in_force_step.second, split.interleaved_default_step.second)
                               : fmt::format("{} iterations under the plan against {} before it", split.under_step.second,
-                                            split.before_step.second)};
+                                            split.before_step.second),
+                  launch_cost_pct};
 }
 
 }  // namespace
@@ -122,6 +129,7 @@ nlohmann::json RunToJson(const std::string& path, const trace::Trace& t) {
           {"difference_points", e->measured_pct - e->predicted_pct},
           {"model", e->model},
           {"measured_from", e->against},
+          {"spin_launch_cost_pct", e->launch_cost_pct},
           {"note", "the clock did not change: the plan's extra time per op (the model's) ran as spin kernels on the "
                    "program's streams; the slowdown is measured, the energy under the plan is not the plan's"}};
     }
@@ -215,9 +223,11 @@ std::string RunText(const std::string& path, const trace::Trace& t) {
     }
     if (const auto emulated = EmulatedOf(r)) {
       s += fmt::format("  emulated plan     measured {:+.1f} % ({}) against {:+.1f} % predicted by the plan (model {}): "
-                       "{:+.1f} points; the clock did not change, so the energy below is not the plan's\n",
+                       "{:+.1f} points; the spin launches' own host time is {:.1f} % of a step (on a CPU-bound loop "
+                       "it adds to the measured slowdown); the clock did not change, so the energy below is not the "
+                       "plan's\n",
                        emulated->measured_pct, emulated->against, emulated->predicted_pct, emulated->model,
-                       emulated->measured_pct - emulated->predicted_pct);
+                       emulated->measured_pct - emulated->predicted_pct, emulated->launch_cost_pct);
     }
     for (size_t i = 0; i < p.under_gpus.size() && i < p.before_gpus.size(); ++i) {
       const auto& u = p.under_gpus[i];

@@ -3,6 +3,7 @@
 #include <dlfcn.h>
 
 #include <cstdio>
+#include <ctime>
 
 namespace emo::runtime {
 
@@ -115,7 +116,13 @@ void Emulator::AfterLaunch(uint64_t seq, void* stream, bool stream_known) {
   if (function == nullptr) return Fail(error);
   uint64_t arg = static_cast<uint64_t>(ns);
   void* params[] = {&arg};
+  // The launch's own host time is the emulation's cost to the program (not the plan's).
+  timespec t0{}, t1{};
+  clock_gettime(CLOCK_MONOTONIC, &t0);
   const int rc = launch_kernel_(function, 1, 1, 1, 1, 1, 1, 0, stream, params, nullptr);
+  clock_gettime(CLOCK_MONOTONIC, &t1);
+  launch_ns_.fetch_add(static_cast<uint64_t>((t1.tv_sec - t0.tv_sec) * 1'000'000'000LL + (t1.tv_nsec - t0.tv_nsec)),
+                       std::memory_order_relaxed);
   if (rc != 0) {
     const char* name = nullptr;
     if (get_error_name_ != nullptr) get_error_name_(rc, &name);
@@ -130,6 +137,7 @@ std::string Emulator::Meta() const {
   auto put = [&m](const char* key, const std::string& value) { m += std::string("run.emulate_") + key + "=" + value + "\n"; };
   put("spins", std::to_string(spins_.load()));
   put("spin_ns", std::to_string(spin_ns_.load()));
+  put("launch_ns", std::to_string(launch_ns_.load()));
   put("unknown_stream", std::to_string(unknown_stream_.load()));
   put("activations", std::to_string(activations_.load()));
   put("failed", failed_.load() ? "1" : "0");

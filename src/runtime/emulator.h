@@ -64,6 +64,7 @@ class Emulator {
   std::string error_;
 
   std::atomic<uint64_t> spins_{0}, spin_ns_{0}, unknown_stream_{0}, activations_{0};
+  std::atomic<uint64_t> launch_ns_{0};  // host time spent launching spins
 };
 
 // The spin kernel's PTX (JIT-compiled by the driver for the GPU at hand): one thread reads

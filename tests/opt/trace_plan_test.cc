@@ -9,6 +9,7 @@
 #include "emo/analysis/analyze.h"
 #include "emo/model/device.h"
 #include "emo/opt/trace_plan.h"
+#include "emo/policy/launch_anchors.h"
 #include "emo/policy/policy.h"
 #include "test_util.h"
 
@@ -158,6 +159,78 @@ TEST(TracePlanTest, SwitchLatencyCostsOnlyPlansThatSwitch) {
   // The planner saw the latency: a different plan, or the same clocks at a cost.
   EXPECT_TRUE(s->switches != f->switches || s->plan.energy_j != f->plan.energy_j || s->plan.time_ns != f->plan.time_ns);
   EXPECT_EQ(s->switch_latency_ns, 1'000'000);
+}
+
+}  // namespace
+}  // namespace emo::opt
+
+namespace emo::opt {
+namespace {
+
+// `emo run --actuator emulate`'s spins (policy gpus[].emulate): on a real trace with several
+// streams, events and host syncs, every op of the steady iteration slowed by 3 us. The spins
+// add up to the plan's extra time; a stream's extra is never carried past an op that another
+// stream or the CPU waits for (it would no longer delay the waiter); a spin shorter than the
+// carry minimum only comes after such an op or after the stream's last op of the pack.
+TEST(LaunchAnchorsTest, SpinsAddThePlansExtraTimeAndNeverCarryItPastAWait) {
+  auto a = analysis::AnalyzeTrace(std::string(EMO_SOURCE_DIR) + "/examples/streams_graph_h200.emotrace", {});
+  ASSERT_TRUE(a.ok()) << a.status().message();
+  packing::PackOptions options;
+  options.min_pack_ns = 1'000'000'000;  // one pack: the whole iteration
+  const auto packs = packing::PackSteadyIteration(*a, options);
+  ASSERT_EQ(packs.size(), 1u);
+  PlannedPack planned{packs[0], MegaHertz(1650.0), 0, 0, std::vector<TimeNs>(packs[0].ops.size(), 3'000)};
+  const auto anchors = policy::AnchorPacks(*a, {&planned}, 1'500'000);
+  ASSERT_GT(anchors.calls_per_iteration, 0u);
+  EXPECT_EQ(anchors.extra_ns, static_cast<int64_t>(3'000 * packs[0].ops.size()));
+  int64_t spun = 0;
+  for (size_t i = 0; i < anchors.spins.size(); ++i) {
+    const auto& s = anchors.spins[i];
+    EXPECT_GE(s.call, 0);
+    EXPECT_LT(s.call, static_cast<int64_t>(anchors.calls_per_iteration));
+    if (i > 0) {
+      EXPECT_GT(s.call, anchors.spins[i - 1].call);  // one per call, in call order
+    }
+    spun += s.ns;
+  }
+  EXPECT_EQ(spun + anchors.extra_without_call_ns, anchors.extra_ns);
+  // The ops another stream or the CPU waits for.
+  const auto& g = *a->graph;
+  size_t waited = 0;
+  for (const graph::NodeId op : packs[0].ops) {
+    bool is_waited = false;
+    for (const uint32_t e : g.OutEdges(op)) {
+      const auto kind = g.edges()[e].kind;
+      is_waited = is_waited || kind == graph::EdgeKind::kEventWait || kind == graph::EdgeKind::kHostSync;
+    }
+    waited += is_waited;
+  }
+  EXPECT_GT(waited, 0u) << "the example has cross-stream waits and host syncs";
+  // Short spins are few: at most one per waited-on op and one per stream.
+  size_t short_spins = 0;
+  for (const auto& s : anchors.spins) short_spins += s.ns < policy::kSpinMinNs;
+  EXPECT_LE(short_spins, waited + a->trace->streams.size());
+  // Without the flush before waits, the 3 us extras would be carried to 20 us: strictly fewer
+  // spins than ops, and more than one (the waits cut the carry).
+  EXPECT_GT(anchors.spins.size(), 1u);
+  EXPECT_LT(anchors.spins.size(), packs[0].ops.size());
+  // Only the waited-on ops slowed: each one's extra comes right after it.
+  for (size_t k = 0; k < packs[0].ops.size(); ++k) {
+    bool is_waited = false;
+    for (const uint32_t e : g.OutEdges(packs[0].ops[k])) {
+      const auto kind = g.edges()[e].kind;
+      is_waited = is_waited || kind == graph::EdgeKind::kEventWait || kind == graph::EdgeKind::kHostSync;
+    }
+    planned.op_extra_ns[k] = is_waited ? 3'000 : 0;
+  }
+  const auto at_waits = policy::AnchorPacks(*a, {&planned}, 1'500'000);
+  ASSERT_EQ(at_waits.spins.size(), waited);
+  for (const auto& s : at_waits.spins) EXPECT_EQ(s.ns, 3'000) << "call " << s.call;
+  // No extra, no spins.
+  planned.op_extra_ns.assign(packs[0].ops.size(), 0);
+  const auto none = policy::AnchorPacks(*a, {&planned}, 1'500'000);
+  EXPECT_TRUE(none.spins.empty());
+  EXPECT_EQ(none.extra_ns, 0);
 }
 
 }  // namespace

@@ -710,6 +710,7 @@ TEST_F(InjectRunTest, EmulateAddsEachSpinBehindItsLaunchOnItsStream) {
   EXPECT_EQ(meta["run.emulate_spins"], std::to_string(launched));
   EXPECT_EQ(meta["run.emulate_failed"], "0");
   EXPECT_EQ(meta["run.emulate_unknown_stream"], "0");
+  EXPECT_GT(std::stoll(meta["run.emulate_launch_ns"]), 0);  // the spin launches' own host time
   EXPECT_EQ(meta["run.predicted_ns"], "95000000");
   EXPECT_EQ(meta["run.predicted_baseline_ns"], "90000000");
   for (const auto& line : Lines(ReadText(dir_ / "switches.jsonl"))) {
