@@ -102,6 +102,7 @@ TEST(ClockTriggerTest, EverySwitchOfThePlanFiresInOrderAheadOfItsPack) {
   EXPECT_EQ(s[0].mhz, 1200u);
   EXPECT_EQ(s[0].position, 8u);
   EXPECT_EQ(s[0].late_by, 2u);
+  EXPECT_EQ(s[0].target, 10u);  // iteration 1's first call
   for (size_t i = 1; i < s.size(); ++i) {
     // Alternating packs, each at its planned launch: pack 1 at call 3 of its iteration, pack 0
     // at call 8 (two before the next iteration's first call), never late, ahead of its pack.
@@ -112,9 +113,11 @@ TEST(ClockTriggerTest, EverySwitchOfThePlanFiresInOrderAheadOfItsPack) {
       EXPECT_EQ(s[i].mhz, 1500u);
       EXPECT_EQ(s[i].position, iteration_start + 3);
       EXPECT_LT(s[i].position, iteration_start + 5);  // ahead of the pack's first call
+      EXPECT_EQ(s[i].target, iteration_start + 5);    // which it names
     } else {
       EXPECT_EQ(s[i].mhz, 1200u);
       EXPECT_EQ(s[i].position, iteration_start - 2);
+      EXPECT_EQ(s[i].target, iteration_start);
     }
     EXPECT_GT(s[i].position, s[i - 1].position);
   }
@@ -282,8 +285,11 @@ TEST(ClockScheduleTest, TextRoundTripAndRankPick) {
   s.log_path = "/tmp/x y.jsonl";
   s.policy = "p.json";
   s.guard_pct = 5;
+  s.model = "h200 (devices/h200.json)";
   ScheduleGpu a = TwoPacks();
   a.rank = 0;
+  a.plan_ns = 10'150'000;
+  a.spins = {{2, 30'000}, {7, 5'000}};
   ScheduleGpu b = TwoPacks();
   b.rank = 1;
   b.device = 1;
@@ -298,6 +304,13 @@ TEST(ClockScheduleTest, TextRoundTripAndRankPick) {
   ASSERT_EQ(back.gpus.size(), 2u);
   EXPECT_EQ(back.gpus[0].gpu_name, "NVIDIA H200");
   EXPECT_EQ(back.gpus[0].deadline_ns, 10'000'000);
+  EXPECT_EQ(back.model, "h200 (devices/h200.json)");
+  EXPECT_EQ(back.gpus[0].plan_ns, 10'150'000);
+  ASSERT_EQ(back.gpus[0].spins.size(), 2u);
+  EXPECT_EQ(back.gpus[0].spins[1].call, 7);
+  EXPECT_EQ(back.gpus[0].spins[1].ns, 5'000);
+  EXPECT_EQ(back.gpus[1].plan_ns, 0);
+  EXPECT_TRUE(back.gpus[1].spins.empty());
   EXPECT_EQ(back.gpus[1].packs.size(), 1u);
   EXPECT_EQ(back.gpus[1].packs[0].switch_call, -3);
   EXPECT_EQ(back.gpus[1].packs[0].mhz, 990u);
@@ -315,6 +328,10 @@ TEST(ClockScheduleTest, BrokenSchedulesAreRefusedWithTheLine) {
   EXPECT_EQ(error, "line 3 of the clock schedule is not understood: pack 0 0 100");
   EXPECT_FALSE(ParseClockSchedule("emo-clock-schedule 1\nactuator nvml\ngpu 0 0 0 5 5 X\n", &s, &error));
   EXPECT_NE(error.find("line 3"), std::string::npos);
+  // A spin outside the iteration's calls, or of no time.
+  EXPECT_FALSE(ParseClockSchedule("emo-clock-schedule 1\nactuator emulate\ngpu 0 0 5 5 5 X\nspin 5 100\n", &s, &error));
+  EXPECT_EQ(error, "line 4 of the clock schedule is not understood: spin 5 100");
+  EXPECT_FALSE(ParseClockSchedule("emo-clock-schedule 1\nactuator emulate\ngpu 0 0 5 5 5 X\nspin 4 0\n", &s, &error));
   EXPECT_FALSE(ParseClockSchedule("emo-clock-schedule 1\nactuator nvml\n", &s, &error));
   EXPECT_EQ(error, "the clock schedule names no actuator or no GPU");
 }
