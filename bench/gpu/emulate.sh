@@ -15,6 +15,9 @@
 #    dry-run's. Between processes the CPU-bound PyTorch loops differ by up to 28 % (BENCHMARKS.md,
 #    "Order 7"), so only the GPU-bound loop is paired by default.
 #
+# Loops: train, decode, streams, bigtrain (train_loop.py at batch 48, sequence 512, d_model 1024:
+# GPU-bound, its plan can hold several clocks).
+#
 #   EMO=build/device/bin/emo OUT=o [ROUNDS=3] [LOOPS="train decode streams"] [AB_LOOPS=streams] bash bench/gpu/emulate.sh
 # Writes $OUT/emulate/summary.json and the runs' JSON reports.
 set -uo pipefail
@@ -34,6 +37,8 @@ fi
 program() {  # loop, steps -> the command
   case $1 in
     train) echo "$PY $here/train_loop.py --steps $2 --warmup 20" ;;
+    # GPU-bound: the loop whose plan has more than one clock.
+    bigtrain) echo "$PY $here/train_loop.py --steps $(($2 / 2)) --warmup 20 --batch 48 --seq 512 --d-model 1024 --heads 16 --layers 8" ;;
     decode) echo "$PY $here/decode_loop.py --steps $2 --warmup 20" ;;
     streams) echo "$work/streams_graph --iters $(($2 * 8)) --warmup 50 --no-step-list" ;;
   esac

@@ -2,6 +2,8 @@
 
 #include <map>
 
+#include <fmt/format.h>
+
 #include "emo/policy/launch_anchors.h"
 
 namespace emo::policy {
@@ -45,7 +47,12 @@ void AddGpus(const opt::PlannedTrace& pt, json& gpus) {
                        {"busy_us_default", p.busy_s_default * 1e6},
                        {"busy_us_planned", p.busy_s * 1e6}});
     }
+    // Packs asked for at the same launch call as the pack before them (a pack shorter than the
+    // switch lead on this loop): at run time only the later switch takes effect.
+    size_t sharing = 0;
+    for (size_t i = 1; i < planned.size(); ++i) sharing += anchors.switch_call[i] <= anchors.switch_call[i - 1];
     json g = {{"rank", a.trace->meta.rank},
+              {"packs_sharing_a_switch_call", sharing},
               {"device", device},
               {"trace", a.trace->meta.source_path},
               {"steady_iteration", a.iterations.iterations[a.steady].name},
@@ -107,6 +114,13 @@ json PolicyJson(const std::vector<opt::PlannedTrace>& plans) {
       warnings.push_back("rank " + g["rank"].dump() + ": low confidence in the timeline (" +
                          g["confidence_note"].get<std::string>() + "); predicted saving ranges " +
                          g["predicted"]["saving_range_pct"].dump() + " %");
+    }
+    if (const size_t sharing = g["packs_sharing_a_switch_call"].get<size_t>(); sharing > 0) {
+      warnings.push_back(fmt::format("rank {}: {} of its {} packs are asked for at the same launch call as the pack "
+                                     "before them (packs shorter than the switch lead of {} us on this loop): at run "
+                                     "time only the later of those switches takes effect",
+                                     g["rank"].dump(), sharing, g["packs"].size(),
+                                     j["switch_lead_us"].get<double>()));
     }
     if (g["device_check"]["overridden"].get<bool>()) {
       warnings.push_back("rank " + g["rank"].dump() + ": planned for a device model of another GPU than the trace's (" +

@@ -2,7 +2,6 @@
 
 #include <fmt/format.h>
 
-#include <algorithm>
 #include <cstdlib>
 #include <optional>
 
@@ -66,34 +65,6 @@ std::optional<Emulated> EmulatedOf(const trace::RunMeasurement& r) {
                   launch_cost_pct};
 }
 
-// `emo run`: how long before the launch of its pack's first op each pack switch took effect
-// (meta run.switch_leads_ns); nullopt without any.
-struct SwitchLeads {
-  size_t count = 0, after = 0;  // after: took effect only after the pack's first launch
-  double median_ms = 0, p10_ms = 0, min_ms = 0;
-};
-std::optional<SwitchLeads> SwitchLeadsOf(const trace::RunMeasurement& r) {
-  const auto it = r.policy_run.find("switch_leads_ns");
-  if (it == r.policy_run.end()) return std::nullopt;
-  std::vector<double> ms;
-  size_t from = 0;
-  while (from < it->second.size()) {
-    size_t to = it->second.find(',', from);
-    if (to == std::string::npos) to = it->second.size();
-    ms.push_back(std::atof(it->second.substr(from, to - from).c_str()) * 1e-6);
-    from = to + 1;
-  }
-  if (ms.empty()) return std::nullopt;
-  std::sort(ms.begin(), ms.end());
-  SwitchLeads l;
-  l.count = ms.size();
-  l.after = static_cast<size_t>(std::count_if(ms.begin(), ms.end(), [](double v) { return v < 0; }));
-  l.median_ms = ms[ms.size() / 2];
-  l.p10_ms = ms[ms.size() / 10];
-  l.min_ms = ms.front();
-  return l;
-}
-
 }  // namespace
 
 nlohmann::json RunToJson(const std::string& path, const trace::Trace& t) {
@@ -135,17 +106,6 @@ nlohmann::json RunToJson(const std::string& path, const trace::Trace& t) {
     nlohmann::json run = nlohmann::json::object();
     for (const auto& [key, value] : r.policy_run) run[key] = value;
     j["policy_run"] = run;
-  }
-  if (const auto l = SwitchLeadsOf(r)) {
-    j["switch_timing"] = {{"switches", l->count},
-                          {"after_the_pack_launched", l->after},
-                          {"lead_ms_median", l->median_ms},
-                          {"lead_ms_p10", l->p10_ms},
-                          {"lead_ms_min", l->min_ms},
-                          {"note", "measured per pack switch applied: the launch of the pack's first op minus the time "
-                                   "the switch took effect (the actuator's call returned), on the host; the op starts "
-                                   "on the GPU at or after its launch, so this is a lower bound of the lead over the "
-                                   "pack's start"}};
   }
   if (r.plan) {
     auto part = [](const std::pair<TimeNs, int64_t>& step, const std::vector<trace::GpuEnergy>& energies) {
@@ -249,12 +209,6 @@ std::string RunText(const std::string& path, const trace::Trace& t) {
     } else {
       s += fmt::format("  clock policy      NOT followed: {}\n", get("not_followed_because"));
     }
-  }
-  if (const auto l = SwitchLeadsOf(r)) {
-    s += fmt::format("  switch timing     {} pack switches took effect a median {:.3f} ms (p10 {:.3f}, min {:.3f}) before "
-                     "the launch of their pack's first op; {} only after it (host times; the GPU starts the op at or "
-                     "after its launch)\n",
-                     l->count, l->median_ms, l->p10_ms, l->min_ms, l->after);
   }
   if (r.plan) {
     const auto& p = *r.plan;

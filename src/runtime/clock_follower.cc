@@ -55,8 +55,8 @@ void ClockFollower::OnDevice(uint32_t ordinal) {
   wake_.notify_one();
 }
 
-void ClockFollower::OnLaunch(uint64_t position, uint64_t seq, int64_t time_ns,
-                             const std::vector<LaunchIteration>& completed, bool locked) {
+void ClockFollower::OnLaunch(uint64_t position, uint64_t seq, const std::vector<LaunchIteration>& completed,
+                             bool locked) {
   if (!ready_.load(std::memory_order_acquire)) {
     if (no_plan_.load(std::memory_order_acquire) && !told_no_plan_) {
       told_no_plan_ = true;
@@ -70,24 +70,12 @@ void ClockFollower::OnLaunch(uint64_t position, uint64_t seq, int64_t time_ns,
   // The finder's positions and the application's launch numbers differ by a constant (launches
   // made before the finder started, or before it was replaced).
   if (emulator_) emulator_->Publish(trigger_->plan_in_force(), trigger_->plan_from() + (seq - position));
-  if (due_.empty() && (awaiting_.empty() || timings_[awaiting_.front()].target > position)) return;
+  if (due_.empty()) return;
   {
     std::lock_guard<std::mutex> lock(mutex_);
-    // The launch of a pack's first op, for the switches asked for it.
-    while (!awaiting_.empty() && timings_[awaiting_.front()].target <= position) {
-      Timing& t = timings_[awaiting_.front()];
-      if (t.target == position) t.target_launch_ns = time_ns;
-      awaiting_.pop_front();
-    }
-    for (ClockTrigger::Switch& s : due_) {
-      if (s.mhz == 0 || s.target <= position || timings_.size() >= kMaxTimings) continue;
-      s.tag = static_cast<uint32_t>(timings_.size()) + 1;
-      timings_.push_back({s.target, -1, -1});
-      awaiting_.push_back(s.tag - 1);
-    }
     queue_.insert(queue_.end(), due_.begin(), due_.end());
   }
-  if (!due_.empty()) wake_.notify_one();
+  wake_.notify_one();
 }
 
 bool ClockFollower::Attach(uint32_t ordinal) {
@@ -162,10 +150,6 @@ void ClockFollower::Apply(const ClockTrigger::Switch& s) {
     ++applied_;
     applied_mhz_ = s.mhz;
     if (s.mhz != 0 && plan_started_ns_ < 0) plan_started_ns_ = now;
-    if (s.tag > 0) {
-      std::lock_guard<std::mutex> lock(mutex_);
-      timings_[s.tag - 1].applied_ns = now;
-    }
     if (s.mhz == 0) last_reset_ns_ = now;
     return;
   }
@@ -284,14 +268,6 @@ std::string ClockFollower::Stop() {
   if (trigger_ && trigger_->counters().guard_tripped && plan_stopped_ns_ < 0) plan_stopped_ns_ = last_reset_ns_;
   if (plan_started_ns_ >= 0) put("plan_started_ns", std::to_string(plan_started_ns_));
   if (plan_stopped_ns_ >= 0) put("plan_stopped_ns", std::to_string(plan_stopped_ns_));
-  // Per pack switch applied: how long before the launch of the pack's first op it took effect
-  // (negative: after it).
-  std::string leads;
-  for (const Timing& t : timings_) {
-    if (t.applied_ns < 0 || t.target_launch_ns < 0) continue;
-    leads += (leads.empty() ? "" : ",") + std::to_string(t.target_launch_ns - t.applied_ns);
-  }
-  if (!leads.empty()) put("switch_leads_ns", leads);
   if (!plan_spans_.empty()) {
     std::string spans;
     for (const auto& [from, to] : plan_spans_) spans += (spans.empty() ? "" : ",") + std::to_string(from) + ":" + std::to_string(to);

@@ -43,8 +43,7 @@ class ClockFollower {
   void OnDevice(uint32_t ordinal);
   // Control thread: the launch at `position` and the iterations it completed (LaunchPeriodFinder);
   // `seq` is the same launch's number as the application thread counted it (Emulator).
-  void OnLaunch(uint64_t position, uint64_t seq, int64_t time_ns, const std::vector<LaunchIteration>& completed,
-                bool locked);
+  void OnLaunch(uint64_t position, uint64_t seq, const std::vector<LaunchIteration>& completed, bool locked);
   // With `emulate`, the emulator the launch-exit callbacks hand each launch to; else nullptr.
   Emulator* emulator() { return emulator_.get(); }
   // Stops the thread and puts the clock back if it was changed. Returns meta lines
@@ -99,17 +98,6 @@ class ClockFollower {
   // Spans (CUPTI ns) from a lock applied at the default clock to the next reset: the plan's
   // clocks in force; the end is -1 while open. Bounded: a run that flaps keeps the first ones.
   std::vector<std::pair<int64_t, int64_t>> plan_spans_;
-  // Each pack switch's timing (the first kMaxTimings): when the lock was applied (switching
-  // thread, -1: coalesced into a later one) and when the pack's first op was launched (control
-  // thread, -1: not seen). Guarded by mutex_.
-  struct Timing {
-    uint64_t target = 0;
-    int64_t applied_ns = -1;
-    int64_t target_launch_ns = -1;
-  };
-  std::vector<Timing> timings_;
-  std::deque<uint32_t> awaiting_;  // control thread's: timings whose target launch is to come
-  static constexpr size_t kMaxTimings = 4096;
   bool journaled_ = false;
   bool stopped_ = false;
 };

@@ -102,7 +102,6 @@ TEST(ClockTriggerTest, EverySwitchOfThePlanFiresInOrderAheadOfItsPack) {
   EXPECT_EQ(s[0].mhz, 1200u);
   EXPECT_EQ(s[0].position, 8u);
   EXPECT_EQ(s[0].late_by, 2u);
-  EXPECT_EQ(s[0].target, 10u);  // iteration 1's first call
   for (size_t i = 1; i < s.size(); ++i) {
     // Alternating packs, each at its planned launch: pack 1 at call 3 of its iteration, pack 0
     // at call 8 (two before the next iteration's first call), never late, ahead of its pack.
@@ -113,11 +112,9 @@ TEST(ClockTriggerTest, EverySwitchOfThePlanFiresInOrderAheadOfItsPack) {
       EXPECT_EQ(s[i].mhz, 1500u);
       EXPECT_EQ(s[i].position, iteration_start + 3);
       EXPECT_LT(s[i].position, iteration_start + 5);  // ahead of the pack's first call
-      EXPECT_EQ(s[i].target, iteration_start + 5);    // which it names
     } else {
       EXPECT_EQ(s[i].mhz, 1200u);
       EXPECT_EQ(s[i].position, iteration_start - 2);
-      EXPECT_EQ(s[i].target, iteration_start);
     }
     EXPECT_GT(s[i].position, s[i - 1].position);
   }

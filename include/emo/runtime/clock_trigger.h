@@ -80,8 +80,6 @@ class ClockTrigger {
     const char* why = "";    // "pack", "fallback", "guard"
     uint64_t position = 0;   // the launch it was due at
     uint64_t late_by = 0;    // launches between its position and the one that fired it
-    uint64_t target = 0;     // a pack's switch: the launch of the pack's first op (its first_call)
-    uint32_t tag = 0;        // the caller's (ClockFollower: its timing record + 1)
   };
   struct Counters {
     uint64_t switches = 0;         // asked for (locks and resets)
@@ -118,10 +116,9 @@ class ClockTrigger {
     unsigned mhz;
     int pack;
     int64_t iteration;
-    uint64_t target;
   };
   void Ask(unsigned mhz, int pack, int64_t iteration, const char* why, uint64_t position, uint64_t now,
-           std::vector<Switch>* out, uint64_t target = 0);
+           std::vector<Switch>* out);
   void Fallback(uint64_t now, const char* why, std::vector<Switch>* out);
   void Place(const LaunchIteration& done);
   // Whether the iterations under the plan, `it` the latest, look too slow: then the default
