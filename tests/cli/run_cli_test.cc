@@ -175,6 +175,32 @@ TEST_F(RunCliTest, BrokenPoliciesAreRefusedWithTheFieldAtFault) {
   EXPECT_NE(missing.out.find("none.json"), std::string::npos) << missing.out;
 }
 
+// Packs shorter than the switch lead cannot each get their clock: a policy whose packs share a
+// switch call says so (and `emo run` prints the policy's warnings as it starts).
+TEST_F(RunCliTest, APolicyWhosePacksShareASwitchCallSaysSo) {
+  const std::string path = dir_ + "/short_packs.json";
+  const EmoRun made = Emo("optimize " + SourceDir() + "/examples/streams_graph_h200.emotrace --device h200 "
+                          "--max-slowdown 0.10 --min-pack-ms 0.1 --switch-latency-us 10 --policy " + path);
+  ASSERT_EQ(made.exit_code, 0) << made.out;
+  const nlohmann::json p = ReadJson(path);
+  const auto& g = p["gpus"][0];
+  ASSERT_GT(g["packs"].size(), 1u);
+  size_t sharing = 0;
+  for (size_t i = 1; i < g["packs"].size(); ++i) {
+    sharing += g["packs"][i]["switch_call"].get<int64_t>() <= g["packs"][i - 1]["switch_call"].get<int64_t>();
+  }
+  ASSERT_GT(sharing, 0u) << g["packs"].dump();
+  EXPECT_EQ(g["packs_sharing_a_switch_call"].get<size_t>(), sharing);
+  bool warned = false;
+  for (const auto& w : p["warnings"]) {
+    warned = warned || w.get<std::string>().find("asked for at the same launch call as the pack before them") !=
+                           std::string::npos;
+  }
+  EXPECT_TRUE(warned) << p["warnings"].dump();
+  // The default plan (10 ms packs) shares none.
+  EXPECT_EQ(ReadJson(policy_)["gpus"][0]["packs_sharing_a_switch_call"].get<size_t>(), 0u);
+}
+
 // The policy says what `emulate` adds: its spins are checked like the rest, and a policy
 // written before emulation existed is refused for emulate (and still followed otherwise).
 TEST_F(RunCliTest, EmulateFollowsThePolicysSpinsAndRefusesAPolicyWithoutThem) {
