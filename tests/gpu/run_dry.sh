@@ -52,17 +52,21 @@ policy = json.load(open(f"{out}/policy.json"))
 g = policy["gpus"][0]
 check(policy["emo_policy_version"] == 3, f"policy version {policy['emo_policy_version']}")
 check(g["launch_calls_per_iteration"] > 0, f"launch calls per iteration: {g['launch_calls_per_iteration']}")
-rc = int(open(f"{out}/run.rc").read())
-check(rc == 0, f"emo run exit code {rc}")
-run = json.load(open(f"{out}/run.json"))
-t = run["traces"][0] if run.get("traces") else {}
-pr = t.get("policy_run", {})
-print("policy_run:", json.dumps(pr))
-check(pr.get("followed") == "1", f"followed: {pr.get('followed')} {pr.get('not_followed_because', '')}")
-check(pr.get("switches_failed") == "0", f"failed switches: {pr.get('switches_failed')}")
-check(pr.get("fallbacks") == "0", f"fallbacks: {pr.get('fallbacks')}")
+def followed(name, actuator):
+    """The run's exit code and report; its process followed the plan without a fallback."""
+    rc = int(open(f"{out}/{name}.rc").read())
+    check(rc == 0, f"emo run --actuator {actuator} exit code {rc}")
+    run = json.load(open(f"{out}/{name}.json"))
+    t = run["traces"][0] if run.get("traces") else {}
+    pr = t.get("policy_run", {})
+    print(f"{actuator} policy_run:", json.dumps(pr))
+    check(pr.get("followed") == "1", f"{actuator} followed: {pr.get('followed')} {pr.get('not_followed_because', '')}")
+    check(pr.get("switches_failed") == "0", f"{actuator} failed switches: {pr.get('switches_failed')}")
+    check(pr.get("fallbacks") == "0", f"{actuator} fallbacks: {pr.get('fallbacks')}")
+    check(pr.get("clock_at_exit") == "default", f"{actuator} clock at exit: {pr.get('clock_at_exit')}")
+    return t, pr
+t, pr = followed("run", "dry-run")
 check(int(pr.get("iterations_followed", "0")) >= 1000, f"iterations followed: {pr.get('iterations_followed')} (of 1500)")
-check(pr.get("clock_at_exit") == "default", f"clock at exit: {pr.get('clock_at_exit')}")
 lines = [json.loads(x) for x in open(f"{out}/switches.jsonl") if x.strip()]
 locks = [x for x in lines if x["action"] == "lock"]
 planned = {round(p["clock_mhz"]) for p in g["packs"]}
@@ -70,17 +74,10 @@ check(len(locks) >= 1 and all(x["requested_mhz"] in planned for x in locks),
       f"locks logged: {len(locks)}, clocks {sorted({x['requested_mhz'] for x in locks})} (planned {sorted(planned)})")
 check(bool(lines) and lines[-1]["action"] == "reset", f"last log line: {lines[-1] if lines else None}")
 check(all(x["actuator"] == "dry-run" for x in lines), "every line from the dry-run actuator")
-erc = int(open(f"{out}/emulate.rc").read())
-check(erc == 0, f"emo run --actuator emulate exit code {erc}")
-em = json.load(open(f"{out}/emulate.json"))
-et = em["traces"][0] if em.get("traces") else {}
-epr = et.get("policy_run", {})
-print("emulate policy_run:", json.dumps(epr))
-check(epr.get("followed") == "1", f"emulate followed: {epr.get('followed')} {epr.get('not_followed_because', '')}")
+et, epr = followed("emulate", "emulate")
 check(int(epr.get("emulate_spins", "0")) >= 500, f"spins launched: {epr.get('emulate_spins')}")
 check(epr.get("emulate_failed") == "0" and epr.get("emulate_unknown_stream") == "0",
       f"spins failed {epr.get('emulate_failed')}, skipped for an unknown stream {epr.get('emulate_unknown_stream')}")
-check(epr.get("fallbacks") == "0", f"emulate fallbacks: {epr.get('fallbacks')}")
 emu = et.get("policy_effect", {}).get("emulated")
 print("emulated:", json.dumps(emu))
 check(emu is not None and emu["predicted_slowdown_pct"] > 0, f"measured slowdown reported beside the predicted one")
