@@ -5,70 +5,28 @@
 #include <map>
 #include <unordered_map>
 
-#include "emo/trace/emo_format.h"
+#include "emo/trace/launch_calls.h"
 
 namespace emo::policy {
-namespace {
-
-struct Call {
-  TimeNs start = 0;
-  uint32_t event = 0;
-};
-
-// The counted launch calls of the whole trace in start order; a driver launch inside a runtime
-// launch of the same thread is that launch and is left out (the tracer counts it once).
-std::vector<Call> CountedCalls(const trace::Trace& t) {
-  struct Raw {
-    TimeNs start, end;
-    uint32_t thread, event;
-    bool runtime;
-  };
-  std::vector<Raw> raw;
-  const auto& cpu = t.cpu;
-  for (size_t i = 0; i < cpu.kind.size(); ++i) {
-    const auto kind = cpu.kind[i];
-    if (kind != trace::CpuKind::kRuntime && kind != trace::CpuKind::kDriver) continue;
-    if (!trace::emo_format::IsCountedLaunchApi(trace::emo_format::BareApiName(t.Name(cpu.name[i])))) continue;
-    raw.push_back({cpu.start[i], cpu.end[i], cpu.thread[i].value(), static_cast<uint32_t>(i),
-                   kind == trace::CpuKind::kRuntime});
-  }
-  std::sort(raw.begin(), raw.end(), [](const Raw& x, const Raw& y) {
-    return x.start != y.start ? x.start < y.start : x.runtime > y.runtime;  // the outer call first
-  });
-  std::unordered_map<uint32_t, TimeNs> runtime_end;  // by thread: end of its latest runtime launch
-  std::vector<Call> calls;
-  calls.reserve(raw.size());
-  for (const Raw& r : raw) {
-    if (r.runtime) {
-      runtime_end[r.thread] = r.end;
-    } else if (const auto it = runtime_end.find(r.thread); it != runtime_end.end() && r.start < it->second) {
-      continue;
-    }
-    calls.push_back({r.start, r.event});
-  }
-  return calls;
-}
-
-}  // namespace
 
 LaunchAnchors AnchorPacks(const analysis::TraceAnalysis& a, const std::vector<const opt::PlannedPack*>& packs,
                           TimeNs lead_ns) {
   LaunchAnchors out;
   const auto& g = *a.graph;
   const auto& nodes = g.nodes();
-  const std::vector<Call> calls = CountedCalls(*a.trace);
+  const std::vector<trace::LaunchCall> calls = trace::CountedLaunchCalls(*a.trace);
   std::unordered_map<uint32_t, int64_t> position;  // event -> index in `calls`
   position.reserve(calls.size());
   for (size_t i = 0; i < calls.size(); ++i) position.emplace(calls[i].event, static_cast<int64_t>(i));
   // Index of the first call starting at or after `t` / the last one starting at or before it.
   auto first_at = [&](TimeNs t) {
     return static_cast<int64_t>(std::lower_bound(calls.begin(), calls.end(), t,
-                                                 [](const Call& c, TimeNs v) { return c.start < v; }) -
+                                                 [](const trace::LaunchCall& c, TimeNs v) { return c.start < v; }) -
                                 calls.begin());
   };
   auto last_by = [&](TimeNs t) {
     return static_cast<int64_t>(std::upper_bound(calls.begin(), calls.end(), t,
-                                                 [](TimeNs v, const Call& c) { return v < c.start; }) -
+                                                 [](TimeNs v, const trace::LaunchCall& c) { return v < c.start; }) -
                                 calls.begin()) -
            1;
   };

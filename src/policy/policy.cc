@@ -47,10 +47,16 @@ void AddGpus(const opt::PlannedTrace& pt, json& gpus) {
                        {"busy_us_default", p.busy_s_default * 1e6},
                        {"busy_us_planned", p.busy_s * 1e6}});
     }
-    // Packs asked for at the same launch call as the pack before them (a pack shorter than the
-    // switch lead on this loop): at run time only the later switch takes effect.
+    // Packs asked for at the same launch call as the pack before them, or at an earlier one (a pack
+    // shorter than the switch lead on this loop, or one whose lead falls where the program makes no
+    // launch call, blocked in a sync): at run time only the later switch takes effect. Cyclic: the
+    // next iteration's first pack follows the last (its switch_call plus an iteration's calls).
     size_t sharing = 0;
-    for (size_t i = 1; i < planned.size(); ++i) sharing += anchors.switch_call[i] <= anchors.switch_call[i - 1];
+    const auto n = static_cast<int64_t>(anchors.calls_per_iteration);
+    for (size_t i = 1; i <= planned.size() && planned.size() > 1; ++i) {
+      const int64_t at = i < planned.size() ? anchors.switch_call[i] : anchors.switch_call[0] + n;
+      sharing += at <= anchors.switch_call[i - 1];
+    }
     json g = {{"rank", a.trace->meta.rank},
               {"packs_sharing_a_switch_call", sharing},
               {"device", device},
@@ -117,7 +123,8 @@ json PolicyJson(const std::vector<opt::PlannedTrace>& plans) {
     }
     if (const size_t sharing = g["packs_sharing_a_switch_call"].get<size_t>(); sharing > 0) {
       warnings.push_back(fmt::format("rank {}: {} of its {} packs are asked for at the same launch call as the pack "
-                                     "before them (packs shorter than the switch lead of {} us on this loop): at run "
+                                     "before them, or an earlier one (packs shorter than the switch lead of {} us on "
+                                     "this loop, or a lead that falls where the program makes no launch call): at run "
                                      "time only the later of those switches takes effect",
                                      g["rank"].dump(), sharing, g["packs"].size(),
                                      j["switch_lead_us"].get<double>()));

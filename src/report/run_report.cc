@@ -4,11 +4,13 @@
 
 #include <cstdlib>
 #include <optional>
+#include <unordered_map>
 
 #include <nlohmann/json.hpp>
 
 #include "emo/analysis/analyze.h"
 #include "emo/base/text.h"
+#include "emo/trace/launch_calls.h"
 
 namespace emo::report {
 namespace {
@@ -65,6 +67,95 @@ std::optional<Emulated> EmulatedOf(const trace::RunMeasurement& r) {
                   launch_cost_pct};
 }
 
+// `emo run` with a traced window: each pack switch against its pack's start on the GPU in the
+// same run. The run says when each lock took effect and when the pack's iteration began (meta
+// run.switch_times_ns, on the trace's clock) and where each pack starts in the iteration's
+// launch calls (run.pack_first_calls); the trace has the calls and the ops they launched.
+struct SwitchLeads {
+  size_t asked = 0;    // switches the run timed
+  size_t matched = 0;  // of which the pack's first op is in the traced window
+  size_t after = 0;    // took effect only after the pack's first op started
+  size_t no_call = 0;  // the iteration's first launch call is not in the trace (outside its window)
+  size_t no_op = 0;    // the pack's first call or its GPU op is not in the trace
+  double median_ms = 0, p10_ms = 0, min_ms = 0, max_ms = 0;
+};
+std::vector<int64_t> Numbers(const std::string& text, char separator) {
+  std::vector<int64_t> out;
+  size_t from = 0;
+  while (from <= text.size() && !text.empty()) {
+    size_t to = text.find(separator, from);
+    if (to == std::string::npos) to = text.size();
+    out.push_back(std::strtoll(text.c_str() + from, nullptr, 10));
+    from = to + 1;
+  }
+  return out;
+}
+constexpr TimeNs kCallSlackNs = 20'000;
+std::optional<SwitchLeads> SwitchLeadsOf(const trace::Trace& t) {
+  const auto& p = t.meta.run->policy_run;
+  const auto times = p.find("switch_times_ns");
+  const auto firsts = p.find("pack_first_calls");
+  if (times == p.end() || firsts == p.end()) return std::nullopt;
+  const std::vector<int64_t> first_call = Numbers(firsts->second, ',');
+  const std::vector<trace::LaunchCall> calls = trace::CountedLaunchCalls(t);
+  std::unordered_map<int64_t, TimeNs> gpu_start;  // correlation -> first start of its ops
+  for (size_t i = 0; i < t.gpu.size(); ++i) {
+    if (t.gpu.correlation[i] < 0) continue;
+    auto [it, fresh] = gpu_start.emplace(t.gpu.correlation[i], t.gpu.start[i]);
+    if (!fresh) it->second = std::min(it->second, t.gpu.start[i]);
+  }
+  SwitchLeads l;
+  std::vector<double> ms;
+  size_t from = 0;
+  const std::string& text = times->second;
+  while (from < text.size()) {
+    size_t to = text.find(',', from);
+    if (to == std::string::npos) to = text.size();
+    const std::vector<int64_t> f = Numbers(text.substr(from, to - from), ':');
+    from = to + 1;
+    if (f.size() != 3 || f[0] < 0 || static_cast<size_t>(f[0]) >= first_call.size()) continue;
+    ++l.asked;
+    // The iteration's first call: the tracer timed its launch in that call's callback, which
+    // CUPTI's record of the call may not enclose to the nanosecond: the call enclosing that time,
+    // else the one starting nearest to it (within kCallSlackNs).
+    const auto c = std::upper_bound(calls.begin(), calls.end(), f[2],
+                                    [](TimeNs v, const trace::LaunchCall& call) { return v < call.start; });
+    auto first = calls.end();
+    if (c != calls.begin() && std::prev(c)->end >= f[2]) {
+      first = std::prev(c);
+    } else {
+      TimeNs best = kCallSlackNs + 1;
+      if (c != calls.begin() && f[2] - std::prev(c)->end < best) {
+        best = f[2] - std::prev(c)->end;
+        first = std::prev(c);
+      }
+      if (c != calls.end() && c->start - f[2] < best) first = c;
+    }
+    if (first == calls.end()) {
+      ++l.no_call;
+      continue;
+    }
+    const size_t k = static_cast<size_t>(first - calls.begin()) + static_cast<size_t>(first_call[f[0]]);
+    const auto op = k < calls.size() ? gpu_start.find(t.cpu.correlation[calls[k].event]) : gpu_start.end();
+    if (op == gpu_start.end()) {
+      ++l.no_op;
+      continue;
+    }
+    ms.push_back(static_cast<double>(op->second - f[1]) * 1e-6);
+  }
+  if (l.asked == 0) return std::nullopt;
+  l.matched = ms.size();
+  if (!ms.empty()) {
+    std::sort(ms.begin(), ms.end());
+    l.after = static_cast<size_t>(std::count_if(ms.begin(), ms.end(), [](double v) { return v < 0; }));
+    l.median_ms = ms[ms.size() / 2];
+    l.p10_ms = ms[ms.size() / 10];
+    l.min_ms = ms.front();
+    l.max_ms = ms.back();
+  }
+  return l;
+}
+
 }  // namespace
 
 nlohmann::json RunToJson(const std::string& path, const trace::Trace& t) {
@@ -106,6 +197,20 @@ nlohmann::json RunToJson(const std::string& path, const trace::Trace& t) {
     nlohmann::json run = nlohmann::json::object();
     for (const auto& [key, value] : r.policy_run) run[key] = value;
     j["policy_run"] = run;
+  }
+  if (const auto l = SwitchLeadsOf(t)) {
+    j["switch_timing"] = {{"switches_timed", l->asked},
+                          {"in_traced_window", l->matched},
+                          {"after_the_pack_started", l->after},
+                          {"outside_the_window", {{"iteration_start_not_traced", l->no_call},
+                                                  {"pack_start_not_traced", l->no_op}}},
+                          {"lead_ms_median", OrNull(l->matched > 0 ? l->median_ms : -1)},
+                          {"lead_ms_p10", l->matched > 0 ? nlohmann::json(l->p10_ms) : nlohmann::json(nullptr)},
+                          {"lead_ms_min", l->matched > 0 ? nlohmann::json(l->min_ms) : nlohmann::json(nullptr)},
+                          {"lead_ms_max", l->matched > 0 ? nlohmann::json(l->max_ms) : nlohmann::json(nullptr)},
+                          {"note", "measured per pack switch: the GPU start of the pack's first op in this run's trace "
+                                   "minus the time the switch took effect (the actuator's call returned), both on the "
+                                   "trace's clock; negative: the pack started before its clock was asked for"}};
   }
   if (r.plan) {
     auto part = [](const std::pair<TimeNs, int64_t>& step, const std::vector<trace::GpuEnergy>& energies) {
@@ -208,6 +313,18 @@ std::string RunText(const std::string& path, const trace::Trace& t) {
       }
     } else {
       s += fmt::format("  clock policy      NOT followed: {}\n", get("not_followed_because"));
+    }
+  }
+  if (const auto l = SwitchLeadsOf(t)) {
+    if (l->matched > 0) {
+      s += fmt::format("  switch timing     {} of {} pack switches fall in the traced window: each took effect a median "
+                       "{:.3f} ms (p10 {:.3f}, min {:.3f}, max {:.3f}) before its pack's first op started on the GPU; {} "
+                       "only after it\n",
+                       l->matched, l->asked, l->median_ms, l->p10_ms, l->min_ms, l->max_ms, l->after);
+    } else {
+      s += fmt::format("  switch timing     {} pack switches timed, none in a traced window (trace one with `emo run "
+                       "--trace F`)\n",
+                       l->asked);
     }
   }
   if (r.plan) {

@@ -55,8 +55,8 @@ void ClockFollower::OnDevice(uint32_t ordinal) {
   wake_.notify_one();
 }
 
-void ClockFollower::OnLaunch(uint64_t position, uint64_t seq, const std::vector<LaunchIteration>& completed,
-                             bool locked) {
+void ClockFollower::OnLaunch(uint64_t position, uint64_t seq, int64_t time_ns,
+                             const std::vector<LaunchIteration>& completed, bool locked) {
   if (!ready_.load(std::memory_order_acquire)) {
     if (no_plan_.load(std::memory_order_acquire) && !told_no_plan_) {
       told_no_plan_ = true;
@@ -70,12 +70,37 @@ void ClockFollower::OnLaunch(uint64_t position, uint64_t seq, const std::vector<
   // The finder's positions and the application's launch numbers differ by a constant (launches
   // made before the finder started, or before it was replaced).
   if (emulator_) emulator_->Publish(trigger_->plan_in_force(), trigger_->plan_from() + (seq - position));
-  if (due_.empty()) return;
+  launch_times_[position % kLaunchTimesKept] = time_ns;
+  if (due_.empty() && awaiting_.empty()) return;
   {
     std::lock_guard<std::mutex> lock(mutex_);
+    // Iterations that began now, for the switches asked for them.
+    for (size_t i = 0; i < awaiting_.size();) {
+      SwitchTime& t = switch_times_[awaiting_[i]];
+      if (t.iteration_start > position) {
+        ++i;
+        continue;
+      }
+      if (t.iteration_start == position) t.iteration_start_ns = time_ns;
+      awaiting_[i] = awaiting_.back();
+      awaiting_.pop_back();
+    }
+    for (ClockTrigger::Switch& s : due_) {
+      if (s.mhz == 0 || s.pack < 0 || switch_times_.size() >= kMaxSwitchTimes) continue;
+      s.tag = static_cast<uint32_t>(switch_times_.size()) + 1;
+      SwitchTime t;
+      t.pack = s.pack;
+      t.iteration_start = s.iteration_start;
+      if (s.iteration_start > position) {
+        awaiting_.push_back(s.tag - 1);
+      } else if (position - s.iteration_start < kLaunchTimesKept) {
+        t.iteration_start_ns = launch_times_[s.iteration_start % kLaunchTimesKept];
+      }
+      switch_times_.push_back(t);
+    }
     queue_.insert(queue_.end(), due_.begin(), due_.end());
   }
-  wake_.notify_one();
+  if (!due_.empty()) wake_.notify_one();
 }
 
 bool ClockFollower::Attach(uint32_t ordinal) {
@@ -150,6 +175,10 @@ void ClockFollower::Apply(const ClockTrigger::Switch& s) {
     ++applied_;
     applied_mhz_ = s.mhz;
     if (s.mhz != 0 && plan_started_ns_ < 0) plan_started_ns_ = now;
+    if (s.tag > 0) {
+      std::lock_guard<std::mutex> lock(mutex_);
+      switch_times_[s.tag - 1].applied_ns = now;
+    }
     if (s.mhz == 0) last_reset_ns_ = now;
     return;
   }
@@ -268,6 +297,19 @@ std::string ClockFollower::Stop() {
   if (trigger_ && trigger_->counters().guard_tripped && plan_stopped_ns_ < 0) plan_stopped_ns_ = last_reset_ns_;
   if (plan_started_ns_ >= 0) put("plan_started_ns", std::to_string(plan_started_ns_));
   if (plan_stopped_ns_ >= 0) put("plan_stopped_ns", std::to_string(plan_stopped_ns_));
+  // "pack:applied_ns:iteration_start_ns" per pack switch applied whose iteration was seen.
+  std::string times;
+  for (const SwitchTime& t : switch_times_) {
+    if (t.applied_ns < 0 || t.iteration_start_ns < 0) continue;
+    times += (times.empty() ? "" : ",") + std::to_string(t.pack) + ":" + std::to_string(t.applied_ns) + ":" +
+             std::to_string(t.iteration_start_ns);
+  }
+  if (!times.empty()) put("switch_times_ns", times);
+  if (plan_ != nullptr) {
+    std::string first_calls;
+    for (const auto& p : plan_->packs) first_calls += (first_calls.empty() ? "" : ",") + std::to_string(p.first_call);
+    put("pack_first_calls", first_calls);
+  }
   if (!plan_spans_.empty()) {
     std::string spans;
     for (const auto& [from, to] : plan_spans_) spans += (spans.empty() ? "" : ",") + std::to_string(from) + ":" + std::to_string(to);

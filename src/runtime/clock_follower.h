@@ -43,7 +43,8 @@ class ClockFollower {
   void OnDevice(uint32_t ordinal);
   // Control thread: the launch at `position` and the iterations it completed (LaunchPeriodFinder);
   // `seq` is the same launch's number as the application thread counted it (Emulator).
-  void OnLaunch(uint64_t position, uint64_t seq, const std::vector<LaunchIteration>& completed, bool locked);
+  void OnLaunch(uint64_t position, uint64_t seq, int64_t time_ns, const std::vector<LaunchIteration>& completed,
+                bool locked);
   // With `emulate`, the emulator the launch-exit callbacks hand each launch to; else nullptr.
   Emulator* emulator() { return emulator_.get(); }
   // Stops the thread and puts the clock back if it was changed. Returns meta lines
@@ -98,6 +99,23 @@ class ClockFollower {
   // Spans (CUPTI ns) from a lock applied at the default clock to the next reset: the plan's
   // clocks in force; the end is -1 while open. Bounded: a run that flaps keeps the first ones.
   std::vector<std::pair<int64_t, int64_t>> plan_spans_;
+  // Each pack switch asked for (the first kMaxSwitchTimes), for `emo run` to set against its
+  // pack's start on the GPU where the run traced a window: when its lock took effect (switching
+  // thread; -1: coalesced into a later one) and when the pack's iteration began (its first
+  // launch's time; control thread; -1: not seen). Guarded by mutex_.
+  struct SwitchTime {
+    int pack = -1;
+    uint64_t iteration_start = 0;  // position of that launch
+    int64_t applied_ns = -1;
+    int64_t iteration_start_ns = -1;
+  };
+  std::vector<SwitchTime> switch_times_;
+  static constexpr size_t kMaxSwitchTimes = 4096;
+  // Control thread's: switch times whose iteration has not begun yet, and the times of the
+  // latest launches by position (a switch asked for during its pack's iteration looks back).
+  std::vector<uint32_t> awaiting_;
+  static constexpr uint64_t kLaunchTimesKept = 4096;
+  std::vector<int64_t> launch_times_ = std::vector<int64_t>(kLaunchTimesKept, -1);
   bool journaled_ = false;
   bool stopped_ = false;
 };

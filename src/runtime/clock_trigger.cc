@@ -121,7 +121,7 @@ ClockTrigger::ClockTrigger(const ScheduleGpu& gpu, double guard_pct)
     : gpu_(gpu), guard_pct_(guard_pct), timing_(guard_pct > 0) {}
 
 void ClockTrigger::Ask(unsigned mhz, int pack, int64_t iteration, const char* why, uint64_t position, uint64_t now,
-                       std::vector<Switch>* out) {
+                       std::vector<Switch>* out, uint64_t iteration_start) {
   if (mhz == current_mhz_) {
     ++counters_.redundant;
     return;
@@ -133,6 +133,7 @@ void ClockTrigger::Ask(unsigned mhz, int pack, int64_t iteration, const char* wh
   s.iteration = iteration;
   s.why = why;
   s.position = position;
+  s.iteration_start = iteration_start;
   s.late_by = now > position ? now - position : 0;
   if (s.late_by > 0) ++counters_.late;
   ++counters_.switches;
@@ -158,11 +159,12 @@ void ClockTrigger::Place(const LaunchIteration& done) {
     const auto& p = gpu_.packs[i];
     const int pack = static_cast<int>(i);
     if (p.switch_call >= 0) {
-      pending_.push_back({start + static_cast<uint64_t>(p.switch_call), p.mhz, pack, next});
+      pending_.push_back({start + static_cast<uint64_t>(p.switch_call), p.mhz, pack, next, start});
     } else {
       // Asked for during this iteration for the next one; the first time, for this one too (late).
-      pending_.push_back({start + static_cast<uint64_t>(n + p.switch_call), p.mhz, pack, next + 1});
-      if (!placed_any_) pending_.push_back({start - static_cast<uint64_t>(-p.switch_call), p.mhz, pack, next});
+      pending_.push_back({start + static_cast<uint64_t>(n + p.switch_call), p.mhz, pack, next + 1,
+                          start + static_cast<uint64_t>(n)});
+      if (!placed_any_) pending_.push_back({start - static_cast<uint64_t>(-p.switch_call), p.mhz, pack, next, start});
     }
   }
   std::stable_sort(pending_.begin(), pending_.end(),
@@ -259,7 +261,7 @@ void ClockTrigger::OnLaunch(uint64_t position, const std::vector<LaunchIteration
   size_t fired = 0;
   while (fired < pending_.size() && pending_[fired].position <= position) {
     const Pending& p = pending_[fired++];
-    Ask(p.mhz, p.pack, p.iteration, "pack", p.position, position, out);
+    Ask(p.mhz, p.pack, p.iteration, "pack", p.position, position, out, p.iteration_start);
   }
   pending_.erase(pending_.begin(), pending_.begin() + static_cast<ptrdiff_t>(fired));
 }

@@ -92,7 +92,7 @@ void Tracer::DrainControl() {
     found.clear();
     finder_->Add(launch.signature, launch.time_ns, &found);
     // `emo run` places its switches by launch, whatever marks the iterations in the trace.
-    if (clock_follower_) clock_follower_->OnLaunch(finder_->launches() - 1, launch.seq, found, finder_->locked());
+    if (clock_follower_) clock_follower_->OnLaunch(finder_->launches() - 1, launch.seq, launch.time_ns, found, finder_->locked());
     if (found.empty() || nvtx_source_) continue;
     // Loop ids go on from those of finders replaced after an anchor was given up.
     for (LaunchIteration& it : found) it.loop += loop_offset_;

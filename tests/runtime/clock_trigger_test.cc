@@ -102,12 +102,14 @@ TEST(ClockTriggerTest, EverySwitchOfThePlanFiresInOrderAheadOfItsPack) {
   EXPECT_EQ(s[0].mhz, 1200u);
   EXPECT_EQ(s[0].position, 8u);
   EXPECT_EQ(s[0].late_by, 2u);
+  EXPECT_EQ(s[0].iteration_start, 10u);
   for (size_t i = 1; i < s.size(); ++i) {
     // Alternating packs, each at its planned launch: pack 1 at call 3 of its iteration, pack 0
     // at call 8 (two before the next iteration's first call), never late, ahead of its pack.
     EXPECT_EQ(s[i].pack, static_cast<int>(i % 2)) << i;
     EXPECT_EQ(s[i].late_by, 0u) << i;
     const uint64_t iteration_start = static_cast<uint64_t>(s[i].iteration) * 10;
+    EXPECT_EQ(s[i].iteration_start, iteration_start);  // the pack's iteration
     if (s[i].pack == 1) {
       EXPECT_EQ(s[i].mhz, 1500u);
       EXPECT_EQ(s[i].position, iteration_start + 3);

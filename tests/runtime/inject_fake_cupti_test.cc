@@ -20,8 +20,11 @@
 #include <string>
 #include <vector>
 
-#include "runtime/chunk_walker.h"
+#include <nlohmann/json.hpp>
 
+#include "emo/report/run_report.h"
+#include "emo/trace/reader.h"
+#include "runtime/chunk_walker.h"
 namespace emo::runtime {
 namespace {
 
@@ -716,6 +719,41 @@ TEST_F(InjectRunTest, EmulateAddsEachSpinBehindItsLaunchOnItsStream) {
   for (const auto& line : Lines(ReadText(dir_ / "switches.jsonl"))) {
     EXPECT_NE(line.find("\"actuator\":\"emulate\""), std::string::npos) << line;
   }
+}
+
+// `emo run --trace`: in a traced window, each pack switch set against the GPU start of its pack's
+// first op in the same trace. On the stand-in loop a pack-1 switch is asked for at call 2 and its
+// pack starts with call 3's kernel (20 us + 1 us later on the fake clock); a pack-0 switch at
+// call 4 and its pack with the next iteration's first kernel (5 ms + 1 us later).
+TEST_F(InjectRunTest, ATracedWindowSetsEachSwitchAgainstItsPacksStartOnTheGpu) {
+  auto env = Env("dry-run");
+  env["EMO_TRACE_MODE"] = "trace";
+  env["EMO_TRACE_WARMUP"] = "12";
+  env["EMO_TRACE_ITERATIONS"] = "8";
+  const ChildResult r = RunChild(env, [](const Hooks& h) {
+    Loop loop(h);
+    h.create_context(0);
+    for (int iteration = 0; iteration < 40; ++iteration) {
+      for (int i = 0; i < 5; ++i) {
+        loop.Launch(i);
+        std::this_thread::sleep_for(std::chrono::milliseconds(2));
+      }
+    }
+  });
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  const std::string path = (dir_ / "t_0.emotrace").string();
+  auto t = trace::ReadTrace(path);
+  ASSERT_TRUE(t.ok()) << t.status().message();
+  EXPECT_EQ(t->meta.run->policy_run.at("pack_first_calls"), "0,3");
+  const nlohmann::json j = report::RunToJson(path, *t);
+  ASSERT_TRUE(j.contains("switch_timing")) << j.dump(1);
+  const auto& s = j["switch_timing"];
+  EXPECT_GE(s["switches_timed"].get<int>(), 20) << s.dump();
+  EXPECT_GE(s["in_traced_window"].get<int>(), 8) << s.dump();  // 8 traced iterations, two packs each
+  EXPECT_LE(s["after_the_pack_started"].get<int>(), 1) << s.dump();
+  EXPECT_NEAR(s["lead_ms_max"].get<double>(), 5.001, 0.001) << s.dump();
+  EXPECT_GE(s["lead_ms_min"].get<double>(), -0.05) << s.dump();
+  EXPECT_NE(report::RunText(path, *t).find("pack switches fall in the traced window"), std::string::npos);
 }
 
 }  // namespace

@@ -128,6 +128,7 @@ struct RunArgs {
   std::string actuator = "dry-run";
   double guard_pct = 5.0;
   std::string switch_log = "emo_run_switches.jsonl";
+  std::string trace_output;  // --trace: also trace a window (trace mode) into these files
 };
 
 // The schedule the injection library follows, from a checked policy.
@@ -212,12 +213,14 @@ int RunWithPolicy(RunArgs args) {
                                                 p.model_device + "); switches written to " + options.log_path
                                           : "",
              args.guard_pct);
-  args.trace.launch.mode = "monitor";
+  const bool traced = !args.trace_output.empty();
+  args.trace.launch.mode = traced ? "trace" : "monitor";
+  if (traced) args.trace.launch.output = args.trace_output;
   args.trace.launch.extra_env = {"EMO_RUN_SCHEDULE=" + schedule, "EMO_RUN_JOURNAL=" + journal,
                                  fmt::format("EMO_RUN_PID={}", getpid()), "EMO_TRACE_ANCHOR=0"};
   nlohmann::json extra = {{"policy", p.path}, {"actuator", args.actuator}, {"guard_pct", args.guard_pct}};
   if (args.actuator == "dry-run" || args.actuator == "emulate") extra["switch_log"] = options.log_path;
-  const int code = RunTraced(kCommand, args.trace, /*keep_files=*/false, extra);
+  const int code = RunTraced(kCommand, args.trace, /*keep_files=*/traced, extra);
   const Status reset = runtime::FinishClockWatchdog(&*watchdog, journal);
   std::error_code ec;
   std::filesystem::remove_all(dir, ec);
@@ -254,6 +257,13 @@ void SetupRun(CLI::App& app, int& exit_code) {
                   "50 iterations under the plan; 0 = off (the plan starts at once and holds)")
       ->check(CLI::Range(0.0, 1000.0));
   cmd->add_option("--switch-log", args->switch_log, "dry-run: where each switch is written, one JSON line each");
+  cmd->add_option("--trace", args->trace_output,
+                  "Also trace a window of the run into this file (as `emo trace -o`: %r = rank, %p = pid, %h = host): "
+                  "its report sets each pack switch against the GPU start of its pack's first op (switch timing)");
+  cmd->add_option("--warmup", args->trace.launch.warmup, "With --trace: iterations run before the traced window")
+      ->check(CLI::Range(0, 1'000'000));
+  cmd->add_option("--iterations", args->trace.launch.iterations, "With --trace: iterations traced")
+      ->check(CLI::Range(1, 100'000));
   AddLaunchFlags(cmd, args->trace);
   cmd->callback([args, &exit_code] { exit_code = RunWithPolicy(*args); });
 }

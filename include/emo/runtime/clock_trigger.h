@@ -80,6 +80,9 @@ class ClockTrigger {
     const char* why = "";    // "pack", "fallback", "guard"
     uint64_t position = 0;   // the launch it was due at
     uint64_t late_by = 0;    // launches between its position and the one that fired it
+    // A pack's switch: the first launch of the iteration the pack belongs to.
+    uint64_t iteration_start = 0;
+    uint32_t tag = 0;  // the caller's (ClockFollower: its switch-time record + 1)
   };
   struct Counters {
     uint64_t switches = 0;         // asked for (locks and resets)
@@ -116,9 +119,10 @@ class ClockTrigger {
     unsigned mhz;
     int pack;
     int64_t iteration;
+    uint64_t iteration_start;
   };
   void Ask(unsigned mhz, int pack, int64_t iteration, const char* why, uint64_t position, uint64_t now,
-           std::vector<Switch>* out);
+           std::vector<Switch>* out, uint64_t iteration_start = 0);
   void Fallback(uint64_t now, const char* why, std::vector<Switch>* out);
   void Place(const LaunchIteration& done);
   // Whether the iterations under the plan, `it` the latest, look too slow: then the default

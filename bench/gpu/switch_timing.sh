@@ -1,0 +1,59 @@
+#!/usr/bin/env bash
+# When does each clock switch of `emo run` take effect, against the GPU start of the pack it is
+# for? For each loop: `emo trace`, `emo optimize --device h200 --policy`, then `emo run
+# --actuator dry-run --guard 0 --trace F --warmup 40 --iterations 8`: the report's switch_timing
+# sets every pack switch applied inside the traced window against the GPU start of its pack's
+# first op in that trace (both on CUPTI's clock). Never changes a clock (dry-run: the switch
+# takes effect when the actuator's call returns, as nvml's would after its own latency).
+#
+#   EMO=build/device/bin/emo OUT=o [LOOPS="bigtrain train decode streams"] bash bench/gpu/switch_timing.sh
+# Writes $OUT/switch_timing/summary.json.
+set -uo pipefail
+: "${EMO:?set EMO}" "${OUT:?set OUT}"
+here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+PY="${PY:-/opt/torch/.venv/bin/python}"
+LOOPS="${LOOPS:-bigtrain train decode streams}"
+dest="$OUT/switch_timing"
+work="$(mktemp -d /tmp/emo_switch_timing.XXXXXX)"
+mkdir -p "$dest"
+if [[ " $LOOPS " == *" streams "* ]]; then
+  bash "$here/build_streams_graph.sh" "$work/streams_graph" >"$work/build.log" 2>&1 || { cat "$work/build.log"; exit 1; }
+fi
+program() {  # loop, steps -> the command
+  case $1 in
+    train) echo "$PY $here/train_loop.py --steps $2 --warmup 20" ;;
+    decode) echo "$PY $here/decode_loop.py --steps $2 --warmup 20" ;;
+    bigtrain) echo "$PY $here/train_loop.py --steps $2 --warmup 20 --batch 48 --seq 512 --d-model 1024 --heads 16 --layers 8" ;;
+    streams) echo "$work/streams_graph --iters $(($2 * 8)) --warmup 50 --no-step-list" ;;
+  esac
+}
+for loop in $LOOPS; do
+  read -ra cmd <<<"$(program "$loop" 100)"
+  "$EMO" trace -o "$work/${loop}.emotrace" --warmup 40 --iterations 4 -- "${cmd[@]}" >"$work/${loop}_trace.out" 2>&1
+  "$EMO" optimize "$work/${loop}.emotrace" --device h200 --policy "$dest/${loop}_policy.json" >"$dest/${loop}_optimize.txt" 2>&1
+  "$EMO" run --policy "$dest/${loop}_policy.json" --actuator dry-run --guard 0 --trace "$dest/${loop}_run_%r.emotrace" \
+    --warmup 40 --iterations 8 --switch-log "$work/${loop}.jsonl" --json "$dest/${loop}_run.json" -- "${cmd[@]}" \
+    >"$dest/${loop}_run.out" 2>&1 || echo "run $loop: exit $?" >>"$dest/errors.txt"
+done
+python3 - "$dest" "$LOOPS" <<'PY'
+import json, sys
+dest, loops = sys.argv[1], sys.argv[2].split()
+out = {}
+for loop in loops:
+    try:
+        pol = json.load(open(f"{dest}/{loop}_policy.json"))
+        run = json.load(open(f"{dest}/{loop}_run.json"))
+    except Exception as e:
+        out[loop] = {"error": str(e)}
+        continue
+    g = pol["gpus"][0]
+    t = run["traces"][0] if run.get("traces") else {}
+    out[loop] = {"packs": [[p["first_call"], p["switch_call"], p["clock_mhz"]] for p in g["packs"]],
+                 "switch_lead_us": pol["switch_lead_us"],
+                 "switch_timing": {k: v for k, v in t.get("switch_timing", {}).items() if k != "note"},
+                 "switches": t.get("policy_run", {}).get("switches"),
+                 "switches_late": t.get("policy_run", {}).get("switches_late")}
+json.dump(out, open(f"{dest}/summary.json", "w"), indent=1)
+for k, v in out.items():
+    print(k, json.dumps(v))
+PY
