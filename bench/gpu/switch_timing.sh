@@ -6,13 +6,14 @@
 # first op in that trace (both on CUPTI's clock). Never changes a clock (dry-run: the switch
 # takes effect when the actuator's call returns, as nvml's would after its own latency).
 #
-#   EMO=build/device/bin/emo OUT=o [LOOPS="bigtrain train decode streams"] bash bench/gpu/switch_timing.sh
+#   EMO=build/device/bin/emo OUT=o [LOOPS="bigtrain train decode streams"] [SLOWDOWN=0.02] bash bench/gpu/switch_timing.sh
 # Writes $OUT/switch_timing/summary.json.
 set -uo pipefail
 : "${EMO:?set EMO}" "${OUT:?set OUT}"
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 PY="${PY:-/opt/torch/.venv/bin/python}"
 LOOPS="${LOOPS:-bigtrain train decode streams}"
+SLOWDOWN="${SLOWDOWN:-0.02}"
 dest="$OUT/switch_timing"
 work="$(mktemp -d /tmp/emo_switch_timing.XXXXXX)"
 mkdir -p "$dest"
@@ -30,7 +31,7 @@ program() {  # loop, steps -> the command
 for loop in $LOOPS; do
   read -ra cmd <<<"$(program "$loop" 100)"
   "$EMO" trace -o "$work/${loop}.emotrace" --warmup 40 --iterations 4 -- "${cmd[@]}" >"$work/${loop}_trace.out" 2>&1
-  "$EMO" optimize "$work/${loop}.emotrace" --device h200 --policy "$dest/${loop}_policy.json" >"$dest/${loop}_optimize.txt" 2>&1
+  "$EMO" optimize "$work/${loop}.emotrace" --device h200 --max-slowdown "$SLOWDOWN" --policy "$dest/${loop}_policy.json" >"$dest/${loop}_optimize.txt" 2>&1
   "$EMO" run --policy "$dest/${loop}_policy.json" --actuator dry-run --guard 0 --trace "$dest/${loop}_run_%r.emotrace" \
     --warmup 40 --iterations 8 --switch-log "$work/${loop}.jsonl" --json "$dest/${loop}_run.json" -- "${cmd[@]}" \
     >"$dest/${loop}_run.out" 2>&1 || echo "run $loop: exit $?" >>"$dest/errors.txt"
