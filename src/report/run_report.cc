@@ -4,6 +4,7 @@
 
 #include <cstdlib>
 #include <optional>
+#include <sstream>
 #include <unordered_map>
 
 #include <nlohmann/json.hpp>
@@ -79,15 +80,15 @@ struct SwitchLeads {
   size_t no_op = 0;    // the pack's first call or its GPU op is not in the trace
   double median_ms = 0, p10_ms = 0, min_ms = 0, max_ms = 0;
 };
+std::vector<std::string> Split(const std::string& text, char separator) {
+  std::vector<std::string> out;
+  std::istringstream in(text);
+  for (std::string part; std::getline(in, part, separator);) out.push_back(part);
+  return out;
+}
 std::vector<int64_t> Numbers(const std::string& text, char separator) {
   std::vector<int64_t> out;
-  size_t from = 0;
-  while (from <= text.size() && !text.empty()) {
-    size_t to = text.find(separator, from);
-    if (to == std::string::npos) to = text.size();
-    out.push_back(std::strtoll(text.c_str() + from, nullptr, 10));
-    from = to + 1;
-  }
+  for (const std::string& part : Split(text, separator)) out.push_back(std::strtoll(part.c_str(), nullptr, 10));
   return out;
 }
 constexpr TimeNs kCallSlackNs = 20'000;
@@ -106,13 +107,8 @@ std::optional<SwitchLeads> SwitchLeadsOf(const trace::Trace& t) {
   }
   SwitchLeads l;
   std::vector<double> ms;
-  size_t from = 0;
-  const std::string& text = times->second;
-  while (from < text.size()) {
-    size_t to = text.find(',', from);
-    if (to == std::string::npos) to = text.size();
-    const std::vector<int64_t> f = Numbers(text.substr(from, to - from), ':');
-    from = to + 1;
+  for (const std::string& entry : Split(times->second, ',')) {
+    const std::vector<int64_t> f = Numbers(entry, ':');
     if (f.size() != 3 || f[0] < 0 || static_cast<size_t>(f[0]) >= first_call.size()) continue;
     ++l.asked;
     // The iteration's first call: the tracer timed its launch in that call's callback, which
