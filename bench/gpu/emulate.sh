@@ -15,8 +15,7 @@
 #    dry-run's. Between processes the CPU-bound PyTorch loops differ by up to 28 % (BENCHMARKS.md,
 #    "Order 7"), so only the GPU-bound loop is paired by default.
 #
-# Loops: train, decode, streams, bigtrain (train_loop.py at batch 48, sequence 512, d_model 1024:
-# GPU-bound, its plan can hold several clocks).
+# Loops: train, decode, streams, bigtrain (bench/gpu/loops.sh).
 #
 #   EMO=build/device/bin/emo OUT=o [ROUNDS=3] [LOOPS="train decode streams"] [AB_LOOPS=streams] bash bench/gpu/emulate.sh
 # Writes $OUT/emulate/summary.json and the runs' JSON reports.
@@ -31,20 +30,11 @@ SLOWDOWNS="${SLOWDOWNS:-0.02 0.10}"
 dest="$OUT/emulate"
 work="$(mktemp -d /tmp/emo_emulate.XXXXXX)"
 mkdir -p "$dest"
-if [[ " $LOOPS " == *" streams "* ]]; then
-  bash "$here/build_streams_graph.sh" "$work/streams_graph" >"$work/build.log" 2>&1 || { cat "$work/build.log"; exit 1; }
-fi
-program() {  # loop, steps -> the command
-  case $1 in
-    train) echo "$PY $here/train_loop.py --steps $2 --warmup 20" ;;
-    # GPU-bound: the loop whose plan has more than one clock.
-    bigtrain) echo "$PY $here/train_loop.py --steps $(($2 / 2)) --warmup 20 --batch 48 --seq 512 --d-model 1024 --heads 16 --layers 8" ;;
-    decode) echo "$PY $here/decode_loop.py --steps $2 --warmup 20" ;;
-    streams) echo "$work/streams_graph --iters $(($2 * 8)) --warmup 50 --no-step-list" ;;
-  esac
-}
+# shellcheck source=loops.sh
+source "$here/loops.sh"
+prepare_loops "$LOOPS" || exit 1
 for loop in $LOOPS; do
-  read -ra cmd <<<"$(program "$loop" 120)"
+  read -ra cmd <<<"$(loop_command "$loop" 120)"
   "$EMO" trace -o "$work/${loop}.emotrace" --warmup 40 --iterations 4 -- "${cmd[@]}" >"$work/${loop}_trace.out" 2>&1
   for s in $SLOWDOWNS; do
     "$EMO" optimize "$work/${loop}.emotrace" --device h200 --max-slowdown "$s" --policy "$dest/${loop}_${s}_policy.json" \
@@ -53,7 +43,7 @@ for loop in $LOOPS; do
 done
 for ((r = 1; r <= ROUNDS; r++)); do
   for loop in $LOOPS; do
-    read -ra cmd <<<"$(program "$loop" 400)"
+    read -ra cmd <<<"$(loop_command "$loop" 400)"
     for s in $SLOWDOWNS; do
       order=(emulate)
       if [[ " $AB_LOOPS " == *" $loop "* ]]; then

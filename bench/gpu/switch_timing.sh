@@ -17,19 +17,11 @@ SLOWDOWN="${SLOWDOWN:-0.02}"
 dest="$OUT/switch_timing"
 work="$(mktemp -d /tmp/emo_switch_timing.XXXXXX)"
 mkdir -p "$dest"
-if [[ " $LOOPS " == *" streams "* ]]; then
-  bash "$here/build_streams_graph.sh" "$work/streams_graph" >"$work/build.log" 2>&1 || { cat "$work/build.log"; exit 1; }
-fi
-program() {  # loop, steps -> the command
-  case $1 in
-    train) echo "$PY $here/train_loop.py --steps $2 --warmup 20" ;;
-    decode) echo "$PY $here/decode_loop.py --steps $2 --warmup 20" ;;
-    bigtrain) echo "$PY $here/train_loop.py --steps $2 --warmup 20 --batch 48 --seq 512 --d-model 1024 --heads 16 --layers 8" ;;
-    streams) echo "$work/streams_graph --iters $(($2 * 8)) --warmup 50 --no-step-list" ;;
-  esac
-}
+# shellcheck source=loops.sh
+source "$here/loops.sh"
+prepare_loops "$LOOPS" || exit 1
 for loop in $LOOPS; do
-  read -ra cmd <<<"$(program "$loop" 100)"
+  read -ra cmd <<<"$(loop_command "$loop" 200)"
   "$EMO" trace -o "$work/${loop}.emotrace" --warmup 40 --iterations 4 -- "${cmd[@]}" >"$work/${loop}_trace.out" 2>&1
   "$EMO" optimize "$work/${loop}.emotrace" --device h200 --max-slowdown "$SLOWDOWN" --policy "$dest/${loop}_policy.json" >"$dest/${loop}_optimize.txt" 2>&1
   "$EMO" run --policy "$dest/${loop}_policy.json" --actuator dry-run --guard 0 --trace "$dest/${loop}_run_%r.emotrace" \
