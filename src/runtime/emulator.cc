@@ -1,5 +1,7 @@
 #include "emulator.h"
 
+#include "trace_writer.h"
+
 #include <dlfcn.h>
 
 #include <cstdio>
@@ -141,6 +143,8 @@ std::string Emulator::Meta() const {
   put("unknown_stream", std::to_string(unknown_stream_.load()));
   put("activations", std::to_string(activations_.load()));
   put("failed", failed_.load() ? "1" : "0");
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (!error_.empty()) put("error", MetaValue(error_));
   return m;
 }
 

@@ -59,7 +59,7 @@ class Emulator {
   LaunchKernelFn launch_kernel_ = nullptr;
   GetErrorNameFn get_error_name_ = nullptr;
 
-  std::mutex mutex_;  // guards functions_ and error_
+  mutable std::mutex mutex_;  // guards functions_ and error_
   std::vector<std::pair<void*, void*>> functions_;  // context -> spin kernel
   std::string error_;
 

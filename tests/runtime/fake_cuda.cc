@@ -2,7 +2,8 @@
 // (src/runtime/driver_api.cc, emulator.cc): CUDA device k is $FAKE_CUDA_NAME ("NVIDIA H200" when
 // unset) at PCI bus id 0000:(0x19 + k):00.0. The emulator's module load and launches are checked
 // and written to $FAKE_CUDA_LOG, a line each: "load <kernel name found in the image>",
-// "function <name>", "launch <stream> <ns>". Loaded by the run tests before libemo_inject.so,
+// "function <name>", "launch <stream> <ns>"; with $FAKE_CUDA_LAUNCH_FAILS set, every launch fails.
+// Loaded by the run tests before libemo_inject.so,
 // which finds it with dlopen(RTLD_NOLOAD) as it finds the real driver in a CUDA program.
 #include <cstdarg>
 #include <cstdio>
@@ -90,6 +91,7 @@ int cuModuleGetFunction(void** function, void* module, const char* name) {
 int cuLaunchKernel(void* function, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by, unsigned bz,
                    unsigned shared, void* stream, void** params, void** extra) {
   if (function != &g_function || params == nullptr || extra != nullptr) return 1;  // CUDA_ERROR_INVALID_VALUE
+  if (std::getenv("FAKE_CUDA_LAUNCH_FAILS") != nullptr) return 2;                    // CUDA_ERROR_OUT_OF_MEMORY
   Log("launch %p %llu grid %u block %u shared %u\n", stream,
       static_cast<unsigned long long>(*static_cast<uint64_t*>(params[0])), gx * gy * gz, bx * by * bz, shared);
   return 0;

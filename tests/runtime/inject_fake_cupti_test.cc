@@ -756,5 +756,33 @@ TEST_F(InjectRunTest, ATracedWindowSetsEachSwitchAgainstItsPacksStartOnTheGpu) {
   EXPECT_NE(report::RunText(path, *t).find("pack switches fall in the traced window"), std::string::npos);
 }
 
+// A spin that cannot be launched stops the emulation, said once; the program runs on.
+TEST_F(InjectRunTest, EmulateStopsAtAFailedSpinLaunchAndSaysSoOnce) {
+  auto env = Env("emulate");
+  std::ofstream(dir_ / "schedule") << RunSchedule("emulate", (dir_ / "switches.jsonl").string()) << "spin 1 30000\n";
+  env["FAKE_CUDA_LAUNCH_FAILS"] = "1";
+  const ChildResult r = RunChild(env, [](const Hooks& h) {
+    Loop loop(h);
+    h.create_context(0);
+    for (int iteration = 0; iteration < 60; ++iteration) {
+      for (int i = 0; i < 5; ++i) {
+        loop.Launch(i);
+        std::this_thread::sleep_for(std::chrono::milliseconds(1));
+      }
+    }
+  });
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  const std::string said =
+      "emo run: emulate: cuLaunchKernel of the spin kernel failed: CUDA_ERROR_FAKE; the plan's slowdown is no longer "
+      "emulated";
+  const size_t at = r.err.find(said);
+  EXPECT_NE(at, std::string::npos) << r.err;
+  EXPECT_EQ(r.err.find(said, at + 1), std::string::npos) << r.err;  // once
+  auto meta = Meta(Read("0"));
+  EXPECT_EQ(meta["run.emulate_failed"], "1");
+  EXPECT_EQ(meta["run.emulate_spins"], "0");
+  EXPECT_NE(meta["run.emulate_error"].find("cuLaunchKernel of the spin kernel failed"), std::string::npos);
+}
+
 }  // namespace
 }  // namespace emo::runtime
