@@ -174,7 +174,6 @@ void ClockFollower::Apply(const ClockTrigger::Switch& s) {
     if (s.mhz == 0) CloseSpan(now);
     ++applied_;
     applied_mhz_ = s.mhz;
-    if (s.mhz != 0 && plan_started_ns_ < 0) plan_started_ns_ = now;
     if (s.tag > 0) {
       std::lock_guard<std::mutex> lock(mutex_);
       switch_times_[s.tag - 1].applied_ns = now;
@@ -182,7 +181,7 @@ void ClockFollower::Apply(const ClockTrigger::Switch& s) {
     if (s.mhz == 0) last_reset_ns_ = now;
     return;
   }
-  if (plan_stopped_ns_ < 0 && plan_started_ns_ >= 0) plan_stopped_ns_ = CuptiNow();
+  if (plan_stopped_ns_ < 0 && !plan_spans_.empty()) plan_stopped_ns_ = CuptiNow();
   ++failed_;
   last_error_ = error;
   refused_ = error;
@@ -202,7 +201,7 @@ void ClockFollower::CloseSpan(int64_t now) {
 void ClockFollower::CheckEmo() {
   if (emo_pid_ <= 0 || !refused_.empty() || kill(emo_pid_, 0) == 0 || errno != ESRCH) return;
   refused_ = "emo run (pid " + std::to_string(emo_pid_) + ") is gone";
-  if (plan_stopped_ns_ < 0 && plan_started_ns_ >= 0) plan_stopped_ns_ = CuptiNow();
+  if (plan_stopped_ns_ < 0 && !plan_spans_.empty()) plan_stopped_ns_ = CuptiNow();
   std::string error;
   if (applied_mhz_ != 0 && actuator_->Reset(slot_, "emo gone", &error)) applied_mhz_ = 0;
   CloseSpan(CuptiNow());
@@ -295,7 +294,7 @@ std::string ClockFollower::Stop() {
   put("clock_at_exit", applied_mhz_ == 0 ? "default" : std::to_string(applied_mhz_));
   // The guard's trip comes after the re-timing that confirmed it: the plan ended at that reset.
   if (trigger_ && trigger_->counters().guard_tripped && plan_stopped_ns_ < 0) plan_stopped_ns_ = last_reset_ns_;
-  if (plan_started_ns_ >= 0) put("plan_started_ns", std::to_string(plan_started_ns_));
+  if (!plan_spans_.empty()) put("plan_started_ns", std::to_string(plan_spans_.front().first));
   if (plan_stopped_ns_ >= 0) put("plan_stopped_ns", std::to_string(plan_stopped_ns_));
   // "pack:applied_ns:iteration_start_ns" per pack switch applied whose iteration was seen.
   std::string times;

@@ -93,11 +93,11 @@ class ClockFollower {
   std::string last_error_;
   uint64_t applied_ = 0, failed_ = 0, coalesced_ = 0;
   unsigned applied_mhz_ = 0;  // 0: default
-  int64_t plan_started_ns_ = -1;  // CUPTI time of the first lock applied
   int64_t plan_stopped_ns_ = -1;  // of the reset that ended the plan for good (guard, error, emo gone)
   int64_t last_reset_ns_ = -1;    // of the latest reset applied
   // Spans (CUPTI ns) from a lock applied at the default clock to the next reset: the plan's
-  // clocks in force; the end is -1 while open. Bounded: a run that flaps keeps the first ones.
+  // clocks in force; the end is -1 while open; the first starts at the first lock applied.
+  // Bounded: a run that flaps keeps the first ones.
   std::vector<std::pair<int64_t, int64_t>> plan_spans_;
   // Each pack switch asked for (the first kMaxSwitchTimes), for `emo run` to set against its
   // pack's start on the GPU where the run traced a window: when its lock took effect (switching

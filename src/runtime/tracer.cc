@@ -108,18 +108,21 @@ thread_local void* t_driver_stream = nullptr;
 thread_local bool t_driver_stream_known = false;
 thread_local bool t_in_spin = false;
 
-// Whether a callback is the entry of an outermost call: a runtime call's entry when no runtime
-// call of its kind is in progress on this thread (`depth` counts them; exits decrement it), or
-// a driver call's entry outside any.
-bool OutermostEntry(CUpti_CallbackDomain domain, const CUpti_CallbackData* data, int& depth) {
+// Where a callback stands among nested calls: the entry or exit of an outermost call (a runtime
+// call when no runtime call of its kind is in progress on this thread, `depth` counting them; a
+// driver call outside any), or a call made inside another.
+CallSite SiteOf(CUpti_CallbackDomain domain, const CUpti_CallbackData* data, int& depth) {
+  const bool entry = data->callbackSite == CUPTI_API_ENTER;
   if (domain == CUPTI_CB_DOMAIN_RUNTIME_API) {
-    if (data->callbackSite == CUPTI_API_EXIT) {
-      if (depth > 0) --depth;
-      return false;
-    }
-    return depth++ == 0;
+    if (entry) return depth++ == 0 ? CallSite::kOutermostEntry : CallSite::kInner;
+    if (depth == 0) return CallSite::kInner;  // an exit whose entry came before the callbacks went on
+    return --depth == 0 ? CallSite::kOutermostExit : CallSite::kInner;
   }
-  return data->callbackSite == CUPTI_API_ENTER && depth == 0;
+  if (depth > 0) return CallSite::kInner;
+  return entry ? CallSite::kOutermostEntry : CallSite::kOutermostExit;
+}
+bool OutermostEntry(CUpti_CallbackDomain domain, const CUpti_CallbackData* data, int& depth) {
+  return SiteOf(domain, data, depth) == CallSite::kOutermostEntry;
 }
 
 // Per callback id of a domain, whether it is in `ids`: every launch callback asks whether it is
@@ -593,10 +596,11 @@ void Tracer::OnLaunch(CUpti_CallbackDomain domain, CUpti_CallbackId cbid, const 
     t_launch_generation = g;
     t_runtime_launch_depth = 0;
   }
-  if (emulator_ != nullptr && Emulate(domain, cbid, data)) return;
   // A runtime launch made inside another (__cudaLaunchKernel calling cudaLaunchKernel) is the
   // same launch; a driver launch inside a runtime launch is the runtime launch itself.
-  if (!OutermostEntry(domain, data, t_runtime_launch_depth)) return;
+  const CallSite site = SiteOf(domain, data, t_runtime_launch_depth);
+  if (emulator_ != nullptr) Emulate(domain, cbid, data, site);
+  if (site != CallSite::kOutermostEntry) return;
   uint64_t seq = 0;
   if (emulator_ != nullptr) t_launch_seq = seq = launch_seq_.fetch_add(1, std::memory_order_relaxed);
   launches_.TryPush(LaunchEvent{Signature(domain, cbid, data), CuptiNow(), 0, 0, seq});
@@ -604,16 +608,15 @@ void Tracer::OnLaunch(CUpti_CallbackDomain domain, CUpti_CallbackId cbid, const 
 
 // `emulate`: the stream of a driver launch is kept for the runtime call it is made in (CUDA 13's
 // __cudaLaunchKernel has no parameter struct); at the exit of the outermost call the launch is
-// enqueued and the emulator may add its spin behind it. True when the callback is done with.
-bool Tracer::Emulate(CUpti_CallbackDomain domain, CUpti_CallbackId cbid, const CUpti_CallbackData* data) {
+// enqueued and the emulator may add its spin behind it.
+void Tracer::Emulate(CUpti_CallbackDomain domain, CUpti_CallbackId cbid, const CUpti_CallbackData* data,
+                     CallSite site) {
   if (data->callbackSite == CUPTI_API_ENTER) {
     if (domain == CUPTI_CB_DOMAIN_DRIVER_API) t_driver_stream = LaunchStream(domain, cbid, data, &t_driver_stream_known);
-    if (domain == CUPTI_CB_DOMAIN_RUNTIME_API && t_runtime_launch_depth == 0) t_driver_stream_known = false;
-    return false;
+    if (site == CallSite::kOutermostEntry && domain == CUPTI_CB_DOMAIN_RUNTIME_API) t_driver_stream_known = false;
+    return;
   }
-  const bool outermost = domain == CUPTI_CB_DOMAIN_RUNTIME_API ? t_runtime_launch_depth == 1 : t_runtime_launch_depth == 0;
-  if (domain == CUPTI_CB_DOMAIN_RUNTIME_API && t_runtime_launch_depth > 0) --t_runtime_launch_depth;
-  if (!outermost) return true;
+  if (site != CallSite::kOutermostExit) return;
   bool known = false;
   void* stream = LaunchStream(domain, cbid, data, &known);
   if (!known && t_driver_stream_known) {
@@ -623,7 +626,6 @@ bool Tracer::Emulate(CUpti_CallbackDomain domain, CUpti_CallbackId cbid, const C
   t_in_spin = true;
   emulator_->AfterLaunch(t_launch_seq, stream, known);
   t_in_spin = false;
-  return true;
 }
 
 // An anchor call: as cheap as a launch, and as rare as the program's syncs and copies. A

@@ -36,6 +36,9 @@
 
 namespace emo::runtime {
 
+// Where a launch callback stands among nested calls (tracer.cc).
+enum class CallSite { kOutermostEntry, kOutermostExit, kInner };
+
 class Tracer {
  public:
   Tracer() = default;
@@ -73,7 +76,7 @@ class Tracer {
   bool EnableCallbacks(std::string* error);
   std::string StartMeta(const std::string& path) const;
   void OnLaunch(CUpti_CallbackDomain domain, CUpti_CallbackId cbid, const CUpti_CallbackData* data);
-  bool Emulate(CUpti_CallbackDomain domain, CUpti_CallbackId cbid, const CUpti_CallbackData* data);
+  void Emulate(CUpti_CallbackDomain domain, CUpti_CallbackId cbid, const CUpti_CallbackData* data, CallSite site);
   void OnAnchor(CUpti_CallbackDomain domain, CUpti_CallbackId cbid, const CUpti_CallbackData* data);
   void SetLaunchCallbacks(bool on);
   void OnResource(CUpti_CallbackId cbid, const CUpti_ResourceData* data);

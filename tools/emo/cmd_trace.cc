@@ -122,6 +122,14 @@ void AddLaunchFlags(CLI::App* cmd, TraceArgs& args) {
   cmd->add_option("command", args.launch.command, "The program and its arguments, after `--`")->required();
 }
 
+// --warmup and --iterations: the traced window (`prefix` starts each help text).
+void AddWindowFlags(CLI::App* cmd, runtime::LaunchOptions& launch, const std::string& prefix) {
+  const std::string iterations = prefix.empty() ? "Iterations" : prefix + "iterations";
+  cmd->add_option("--warmup", launch.warmup, iterations + " run untraced before the traced window")
+      ->check(CLI::Range(0, 1'000'000));
+  cmd->add_option("--iterations", launch.iterations, iterations + " traced")->check(CLI::Range(1, 100'000));
+}
+
 struct RunArgs {
   TraceArgs trace;
   std::string policy;
@@ -256,14 +264,11 @@ void SetupRun(CLI::App& app, int& exit_code) {
                   "the plan's allowed slowdown by more than this, %, for 3 iterations; the default clock is timed again every "
                   "50 iterations under the plan; 0 = off (the plan starts at once and holds)")
       ->check(CLI::Range(0.0, 1000.0));
-  cmd->add_option("--switch-log", args->switch_log, "dry-run: where each switch is written, one JSON line each");
+  cmd->add_option("--switch-log", args->switch_log, "dry-run, emulate: where each switch is written, one JSON line each");
   cmd->add_option("--trace", args->trace_output,
                   "Also trace a window of the run into this file (as `emo trace -o`: %r = rank, %p = pid, %h = host): "
                   "its report sets each pack switch against the GPU start of its pack's first op (switch timing)");
-  cmd->add_option("--warmup", args->trace.launch.warmup, "With --trace: iterations run before the traced window")
-      ->check(CLI::Range(0, 1'000'000));
-  cmd->add_option("--iterations", args->trace.launch.iterations, "With --trace: iterations traced")
-      ->check(CLI::Range(1, 100'000));
+  AddWindowFlags(cmd, args->trace.launch, "With --trace: ");
   AddLaunchFlags(cmd, args->trace);
   cmd->callback([args, &exit_code] { exit_code = RunWithPolicy(*args); });
 }
@@ -279,9 +284,7 @@ void SetupTrace(CLI::App& app, int& exit_code) {
       "Example: emo trace -o run_%r.emotrace -- python train.py");
   cmd->add_option("-o,--output", args->launch.output,
                   "Trace file of each process: %r = rank (RANK) or pid<PID>, %p = pid, %h = host");
-  cmd->add_option("--warmup", args->launch.warmup, "Iterations run untraced before the traced window")
-      ->check(CLI::Range(0, 1'000'000));
-  cmd->add_option("--iterations", args->launch.iterations, "Iterations traced")->check(CLI::Range(1, 100'000));
+  AddWindowFlags(cmd, args->launch, "");
   cmd->add_option("--buffer-mib", args->launch.buffer_mib,
                   "Activity buffer pool per process, MiB: memory is bounded; when it is full, records are dropped "
                   "and counted")
