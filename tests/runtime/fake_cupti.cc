@@ -273,10 +273,9 @@ __attribute__((visibility("default"))) void FakeCuptiLaunch(uint64_t function) {
   data.functionParams = &params;
   data.symbolName = name;
   data.correlationId = correlation;
-  if (callback != nullptr) {
-    data.callbackSite = CUPTI_API_ENTER;
-    callback(userdata, CUPTI_CB_DOMAIN_RUNTIME_API, CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_v7000, &data);
-  }
+  // The records are appended before the entry callback: the activity state when the launch is
+  // made decides whether it is recorded, as in the driver, and the tracer's control thread (which
+  // the entry callback may wake to end a window) cannot turn a kind off between the two.
   const auto now = static_cast<uint64_t>(g_time.load());
   {
     std::lock_guard<std::mutex> lock(f.mutex);
@@ -305,6 +304,8 @@ __attribute__((visibility("default"))) void FakeCuptiLaunch(uint64_t function) {
     }
   }
   if (callback != nullptr) {
+    data.callbackSite = CUPTI_API_ENTER;
+    callback(userdata, CUPTI_CB_DOMAIN_RUNTIME_API, CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_v7000, &data);
     data.callbackSite = CUPTI_API_EXIT;
     callback(userdata, CUPTI_CB_DOMAIN_RUNTIME_API, CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_v7000, &data);
   }
