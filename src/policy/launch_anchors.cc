@@ -34,6 +34,26 @@ LaunchAnchors AnchorPacks(const analysis::TraceAnalysis& a, const std::vector<co
   const int64_t first = first_at(it.start);
   out.calls_per_iteration = static_cast<uint32_t>(first_at(it.end) - first);
   const auto n = static_cast<int64_t>(out.calls_per_iteration);
+  // The GPU ops of the packs' device with the counted call that launched them, by GPU end: where
+  // a switch can wait for the GPU's progress.
+  struct Ended {
+    TimeNs end;
+    int64_t call;  // index in `calls`
+  };
+  std::vector<Ended> ended;
+  const int32_t device = packs.empty() ? 0 : packs.front()->pack.device;
+  for (size_t v = 0; v < nodes.size(); ++v) {
+    if (nodes.kind[v] != graph::NodeKind::kGpuOp || a.trace->streams[nodes.resource[v]].device != device) continue;
+    for (const uint32_t e : g.InEdges(graph::NodeId(static_cast<uint32_t>(v)))) {
+      const auto& edge = g.edges()[e];
+      if (edge.kind != graph::EdgeKind::kLaunch || nodes.kind[edge.src.value()] != graph::NodeKind::kApiCall) continue;
+      if (const auto pos = position.find(nodes.ref[edge.src.value()]); pos != position.end()) {
+        ended.push_back({nodes.end[v], pos->second});
+      }
+    }
+  }
+  std::sort(ended.begin(), ended.end(), [](const Ended& x, const Ended& y) { return x.end < y.end; });
+  const TimeNs period = it.end - it.start;
   std::map<int64_t, int64_t> spin_at;  // call of the iteration -> ns
   for (const opt::PlannedPack* p : packs) {
     int64_t launch = std::numeric_limits<int64_t>::max();
@@ -91,6 +111,21 @@ LaunchAnchors AnchorPacks(const analysis::TraceAnalysis& a, const std::vector<co
     // At most one iteration back: the switch is asked for during the previous iteration.
     const int64_t at = std::max(last_by(gpu_start - lead_ns) - first, -static_cast<int64_t>(out.calls_per_iteration));
     out.switch_call.push_back(at);
+    // On the GPU: the op of the device that ends last at least `lead` before the pack starts,
+    // within an iteration before it; its call, whose completion the switch waits for.
+    const auto after = std::upper_bound(ended.begin(), ended.end(), gpu_start - lead_ns,
+                                        [](TimeNs v, const Ended& x) { return v < x.end; });
+    int64_t gpu_call = kNoCall;
+    TimeNs gpu_lead = 0;
+    if (after != ended.begin() && n > 0) {
+      const Ended& e = *std::prev(after);
+      if (gpu_start - e.end <= period && e.call - first >= -n && e.call - first < n) {
+        gpu_call = e.call - first;
+        gpu_lead = gpu_start - e.end;
+      }
+    }
+    out.gpu_switch_call.push_back(gpu_call);
+    out.gpu_switch_lead_ns.push_back(gpu_lead);
   }
   for (const auto& [call, ns] : spin_at) out.spins.push_back({call, ns});
   return out;

@@ -38,14 +38,19 @@ void AddGpus(const opt::PlannedTrace& pt, json& gpus) {
     json packs = json::array();
     for (size_t i = 0; i < planned.size(); ++i) {
       const auto& p = *planned[i];
-      packs.push_back({{"first_launch", p.pack.first_launch},
-                       {"first_call", anchors.first_call[i]},
-                       {"switch_call", anchors.switch_call[i]},
-                       {"ops", p.pack.ops.size()},
-                       {"clock_mhz", p.clock.value()},
-                       {"window_us", NsToUs(p.pack.end - p.pack.start)},
-                       {"busy_us_default", p.busy_s_default * 1e6},
-                       {"busy_us_planned", p.busy_s * 1e6}});
+      json pack = {{"first_launch", p.pack.first_launch},
+                   {"first_call", anchors.first_call[i]},
+                   {"switch_call", anchors.switch_call[i]},
+                   {"ops", p.pack.ops.size()},
+                   {"clock_mhz", p.clock.value()},
+                   {"window_us", NsToUs(p.pack.end - p.pack.start)},
+                   {"busy_us_default", p.busy_s_default * 1e6},
+                   {"busy_us_planned", p.busy_s * 1e6}};
+      if (anchors.gpu_switch_call[i] != kNoCall) {
+        pack["gpu_switch_call"] = anchors.gpu_switch_call[i];
+        pack["gpu_switch_lead_us"] = NsToUs(anchors.gpu_switch_lead_ns[i]);
+      }
+      packs.push_back(std::move(pack));
     }
     // Packs asked for at the same launch call as the pack before them, or at an earlier one (a pack
     // shorter than the switch lead on this loop, or one whose lead falls where the program makes no
@@ -101,7 +106,9 @@ json PolicyJson(const std::vector<opt::PlannedTrace>& plans) {
       {"anchor", "packs start at the first_launch-th GPU op (kernel, memcpy, memset) launched on the device "
                  "in each iteration, counted in launch (correlation) order; at run time, at the first_call-th "
                  "kernel or graph launch call of the iteration, and each pack's clock is asked for after the "
-                 "switch_call-th (negative: counted back from the iteration's first call)"},
+                 "switch_call-th (negative: counted back from the iteration's first call); where gpu_switch_call is "
+                 "given, the switch waits instead until the op that call launched has completed on the GPU "
+                 "(gpu_switch_lead_us before the pack's start in the trace)"},
       {"gpus", gpus},
   };
   if (!plans.empty()) {

@@ -91,7 +91,16 @@ Result<RunGpu> ReadGpu(const json& g, const std::string& path, const std::string
                                          "launch order",
                                          path, at, first, gpu.packs.back().first_call));
     }
-    gpu.packs.push_back({first, switch_call, mhz});
+    RunPack pack{first, switch_call, mhz, std::nullopt};
+    if (const auto gpu_call = p.find("gpu_switch_call"); gpu_call != p.end()) {
+      if (!gpu_call->is_number_integer() || gpu_call->get<int64_t>() < -calls || gpu_call->get<int64_t>() >= calls) {
+        return InvalidArgument(fmt::format("{}: {}.gpu_switch_call is not a launch call within an iteration ({} calls) "
+                                           "before the pack",
+                                           path, at, calls));
+      }
+      pack.gpu_switch_call = gpu_call->get<int64_t>();
+    }
+    gpu.packs.push_back(pack);
   }
   if (const auto e = g.find("emulate"); e != g.end()) {
     const std::string at = where + ".emulate";

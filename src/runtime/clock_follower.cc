@@ -36,6 +36,7 @@ bool ClockFollower::Load(const std::string& schedule_path, std::string* error) {
   actuator_ = MakeActuator(schedule_.actuator, options, error);
   if (actuator_ == nullptr) return false;
   if (schedule_.actuator == "emulate") emulator_ = std::make_unique<Emulator>();
+  if (SwitchMarks::Wanted(schedule_)) marks_ = std::make_unique<SwitchMarks>();
   if (const char* rank = std::getenv("RANK"); rank != nullptr && *rank != '\0') rank_ = std::atoi(rank);
   if (const char* pid = std::getenv(kRunPidEnv); pid != nullptr && *pid != '\0') emo_pid_ = std::atoi(pid);
   return true;
@@ -69,7 +70,9 @@ void ClockFollower::OnLaunch(uint64_t position, uint64_t seq, int64_t time_ns,
   trigger_->OnLaunch(position, completed, locked, &due_);
   // The finder's positions and the application's launch numbers differ by a constant (launches
   // made before the finder started, or before it was replaced).
-  if (emulator_) emulator_->Publish(trigger_->plan_in_force(), trigger_->plan_from() + (seq - position));
+  const uint64_t offset = seq - position;
+  if (emulator_) emulator_->Publish(trigger_->plan_in_force(), trigger_->plan_from() + offset);
+  if (marks_) marks_->Publish(trigger_->plan_in_force(), trigger_->plan_from() + offset);
   launch_times_[position % kLaunchTimesKept] = time_ns;
   if (due_.empty() && awaiting_.empty()) return;
   {
@@ -86,6 +89,8 @@ void ClockFollower::OnLaunch(uint64_t position, uint64_t seq, int64_t time_ns,
       awaiting_.pop_back();
     }
     for (ClockTrigger::Switch& s : due_) {
+      s.seq = s.position + offset;
+      if (!s.on_gpu) interrupt_.store(true, std::memory_order_release);
       if (s.mhz == 0 || s.pack < 0 || switch_times_.size() >= kMaxSwitchTimes) continue;
       s.tag = static_cast<uint32_t>(switch_times_.size()) + 1;
       SwitchTime t;
@@ -126,6 +131,10 @@ bool ClockFollower::Attach(uint32_t ordinal) {
     } else if (std::string why; emulator_ && !emulator_->Configure(*plan, &why)) {
       refused_ = why;
     } else {
+      if (marks_) {
+        marks_usable_ = marks_->Configure(*plan, &why);
+        if (!marks_usable_) std::fprintf(stderr, "%s: %s; each switch is made at its launch call\n", where.c_str(), why.c_str());
+      }
       plan_ = plan;
       trigger_.emplace(*plan, schedule_.guard_pct);
       ready_.store(true, std::memory_order_release);
@@ -229,13 +238,33 @@ void ClockFollower::Run() {
       continue;
     }
     if (!queue_.empty()) {
-      // Only the newest request matters when several wait (a late thread must not replay old
-      // clocks); the ones passed over are counted as coalesced.
-      const ClockTrigger::Switch s = queue_.back();
-      coalesced_ += queue_.size() - 1;
-      queue_.clear();
+      // A switch to make at once supersedes every one queued before it (a late thread must not
+      // replay old clocks); those passed over are counted as coalesced. Switches that wait for the
+      // GPU are made in order, each once the GPU has completed the op before its pack.
+      auto at_once = [&](const ClockTrigger::Switch& s) { return !s.on_gpu || !marks_usable_; };
+      size_t last = queue_.size();
+      for (size_t i = 0; i < queue_.size(); ++i) {
+        if (at_once(queue_[i])) last = i;
+      }
+      if (last < queue_.size()) {
+        const ClockTrigger::Switch s = queue_[last];
+        coalesced_ += last;
+        queue_.erase(queue_.begin(), queue_.begin() + static_cast<ptrdiff_t>(last) + 1);
+        lock.unlock();
+        Apply(s);
+        lock.lock();
+        continue;
+      }
+      const ClockTrigger::Switch s = queue_.front();
+      queue_.pop_front();
+      interrupt_.store(stop_, std::memory_order_release);
       lock.unlock();
-      Apply(s);
+      const auto outcome = marks_->WaitFor(s.seq, [this] { return interrupt_.load(std::memory_order_acquire); });
+      if (outcome == SwitchMarks::Outcome::kGaveUp) {
+        ++coalesced_;
+      } else {
+        Apply(s);
+      }
       lock.lock();
       continue;
     }
@@ -249,6 +278,7 @@ std::string ClockFollower::Stop() {
   {
     std::lock_guard<std::mutex> lock(mutex_);
     stop_ = true;
+    interrupt_.store(true, std::memory_order_release);
   }
   wake_.notify_one();
   if (thread_.joinable()) thread_.join();
@@ -315,7 +345,18 @@ std::string ClockFollower::Stop() {
     put("plan_spans_ns", spans);
   }
   if (emulator_) m += emulator_->Meta();
+  if (marks_) {
+    put("switch_on", marks_usable_ ? "gpu" : "launch");
+    m += marks_->Meta();
+  } else {
+    put("switch_on", "launch");
+  }
   return m;
+}
+
+void ClockFollower::AfterLaunch(uint64_t seq, void* stream, bool stream_known) {
+  if (emulator_) emulator_->AfterLaunch(seq, stream, stream_known);
+  if (marks_) marks_->AfterLaunch(seq, stream, stream_known);
 }
 
 }  // namespace emo::runtime

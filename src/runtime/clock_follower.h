@@ -18,6 +18,7 @@
 
 #include "driver_api.h"
 #include "emulator.h"
+#include "switch_marks.h"
 #include "emo/runtime/actuator.h"
 #include "emo/runtime/clock_trigger.h"
 
@@ -45,8 +46,12 @@ class ClockFollower {
   // `seq` is the same launch's number as the application thread counted it (Emulator).
   void OnLaunch(uint64_t position, uint64_t seq, int64_t time_ns, const std::vector<LaunchIteration>& completed,
                 bool locked);
-  // With `emulate`, the emulator the launch-exit callbacks hand each launch to; else nullptr.
-  Emulator* emulator() { return emulator_.get(); }
+  // Whether the launch-exit callbacks hand each launch to AfterLaunch (emulate, or switches on the
+  // GPU); fixed by Load, before the callbacks start.
+  bool wants_launch_exits() const { return emulator_ != nullptr || marks_ != nullptr; }
+  // Application thread, once launch `seq` returned (its stream as Emulator::AfterLaunch takes it):
+  // the emulator's spin and the switch mark behind it, in that order.
+  void AfterLaunch(uint64_t seq, void* stream, bool stream_known);
   // Stops the thread and puts the clock back if it was changed. Returns meta lines
   // ("run.<key>=<value>\n") for the trace.
   std::string Stop();
@@ -67,6 +72,11 @@ class ClockFollower {
   std::string schedule_path_;
   std::unique_ptr<Actuator> actuator_;
   std::unique_ptr<Emulator> emulator_;
+  std::unique_ptr<SwitchMarks> marks_;  // when a pack switches on the GPU (SwitchMarks::Wanted)
+  bool marks_usable_ = false;           // switching thread's: Configure succeeded
+  // Set with a switch to make at once (or at Stop): the switching thread stops waiting for the
+  // GPU's progress. Written under mutex_.
+  std::atomic<bool> interrupt_{false};
   const DriverApi* driver_ = nullptr;
   int rank_ = -1;
   int emo_pid_ = 0;  // 0: not watched

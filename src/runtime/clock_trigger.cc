@@ -38,7 +38,9 @@ std::string FormatClockSchedule(const ClockSchedule& s) {
     out << "gpu " << g.rank << " " << g.device << " " << g.calls_per_iteration << " " << g.deadline_ns << " "
         << g.baseline_ns << " " << g.gpu_name << "\n";
     if (g.plan_ns > 0) out << "predicted " << g.plan_ns << "\n";
-    for (const auto& p : g.packs) out << "pack " << p.first_call << " " << p.switch_call << " " << p.mhz << "\n";
+    for (const auto& p : g.packs) {
+      out << "pack " << p.first_call << " " << p.switch_call << " " << p.mhz << (p.on_gpu ? " gpu" : "") << "\n";
+    }
     for (const auto& sp : g.spins) out << "spin " << sp.call << " " << sp.ns << "\n";
   }
   return out.str();
@@ -84,6 +86,11 @@ bool ParseClockSchedule(const std::string& text, ClockSchedule* out, std::string
     } else if (key == "pack") {
       ScheduleGpu::Pack p;
       ok = !out->gpus.empty() && static_cast<bool>(values >> p.first_call >> p.switch_call >> p.mhz) && p.mhz > 0;
+      std::string where;
+      if (ok && values >> where) {
+        p.on_gpu = where == "gpu";
+        ok = p.on_gpu && !(values >> where);
+      }
       if (ok) out->gpus.back().packs.push_back(p);
     } else if (key == "spin") {
       ScheduleGpu::Spin sp;
@@ -121,7 +128,7 @@ ClockTrigger::ClockTrigger(const ScheduleGpu& gpu, double guard_pct)
     : gpu_(gpu), guard_pct_(guard_pct), timing_(guard_pct > 0) {}
 
 void ClockTrigger::Ask(unsigned mhz, int pack, int64_t iteration, const char* why, uint64_t position, uint64_t now,
-                       std::vector<Switch>* out, uint64_t iteration_start) {
+                       std::vector<Switch>* out, uint64_t iteration_start, bool on_gpu) {
   if (mhz == current_mhz_) {
     ++counters_.redundant;
     return;
@@ -134,6 +141,7 @@ void ClockTrigger::Ask(unsigned mhz, int pack, int64_t iteration, const char* wh
   s.why = why;
   s.position = position;
   s.iteration_start = iteration_start;
+  s.on_gpu = on_gpu;
   s.late_by = now > position ? now - position : 0;
   if (s.late_by > 0) ++counters_.late;
   ++counters_.switches;
@@ -159,12 +167,15 @@ void ClockTrigger::Place(const LaunchIteration& done) {
     const auto& p = gpu_.packs[i];
     const int pack = static_cast<int>(i);
     if (p.switch_call >= 0) {
-      pending_.push_back({start + static_cast<uint64_t>(p.switch_call), p.mhz, pack, next, start});
+      pending_.push_back({start + static_cast<uint64_t>(p.switch_call), p.mhz, pack, next, start, p.on_gpu});
     } else {
-      // Asked for during this iteration for the next one; the first time, for this one too (late).
+      // Asked for during this iteration for the next one; the first time, for this one too (late,
+      // and at once: the launch it would wait for is past).
       pending_.push_back({start + static_cast<uint64_t>(n + p.switch_call), p.mhz, pack, next + 1,
-                          start + static_cast<uint64_t>(n)});
-      if (!placed_any_) pending_.push_back({start - static_cast<uint64_t>(-p.switch_call), p.mhz, pack, next, start});
+                          start + static_cast<uint64_t>(n), p.on_gpu});
+      if (!placed_any_) {
+        pending_.push_back({start - static_cast<uint64_t>(-p.switch_call), p.mhz, pack, next, start, false});
+      }
     }
   }
   std::stable_sort(pending_.begin(), pending_.end(),
@@ -261,7 +272,7 @@ void ClockTrigger::OnLaunch(uint64_t position, const std::vector<LaunchIteration
   size_t fired = 0;
   while (fired < pending_.size() && pending_[fired].position <= position) {
     const Pending& p = pending_[fired++];
-    Ask(p.mhz, p.pack, p.iteration, "pack", p.position, position, out, p.iteration_start);
+    Ask(p.mhz, p.pack, p.iteration, "pack", p.position, position, out, p.iteration_start, p.on_gpu);
   }
   pending_.erase(pending_.begin(), pending_.begin() + static_cast<ptrdiff_t>(fired));
 }

@@ -5,25 +5,23 @@
 #include <cstdio>
 
 namespace emo::runtime {
-namespace {
 
-template <typename Fn>
-Fn Find(void* library, const char* name) {
-  return reinterpret_cast<Fn>(dlsym(library, name));
-}
-
-}  // namespace
-
-bool DriverApi::Load() {
+void* DriverSymbol(const char* name) {
   // RTLD_NOLOAD: only a libcuda the program already uses (the one that loaded this library).
   void* library = dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD);
-  if (library == nullptr) return false;
-  get_version_ = Find<GetVersionFn>(library, "cuDriverGetVersion");
-  device_get_ = Find<DeviceGetFn>(library, "cuDeviceGet");
-  get_name_ = Find<GetNameFn>(library, "cuDeviceGetName");
-  get_pci_ = Find<GetPciFn>(library, "cuDeviceGetPCIBusId");
+  if (library == nullptr) return nullptr;
+  void* symbol = dlsym(library, name);
+  dlclose(library);  // drops the reference RTLD_NOLOAD took; the program's own keeps it loaded
+  return symbol;
+}
+
+bool DriverApi::Load() {
+  get_version_ = DriverFunction<GetVersionFn>("cuDriverGetVersion");
+  device_get_ = DriverFunction<DeviceGetFn>("cuDeviceGet");
+  get_name_ = DriverFunction<GetNameFn>("cuDeviceGetName");
+  get_pci_ = DriverFunction<GetPciFn>("cuDeviceGetPCIBusId");
   // cuda.h maps cuDeviceGetUuid to the _v2 entry point since CUDA 11.4.
-  get_uuid_ = Find<GetUuidFn>(library, "cuDeviceGetUuid_v2");
+  get_uuid_ = DriverFunction<GetUuidFn>("cuDeviceGetUuid_v2");
   return device_get_ != nullptr;
 }
 

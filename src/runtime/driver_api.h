@@ -8,6 +8,14 @@
 
 namespace emo::runtime {
 
+// `name` in the libcuda.so.1 the process has already loaded (never loading it), as a function of
+// type Fn; nullptr when the driver is not loaded or lacks it.
+void* DriverSymbol(const char* name);
+template <typename Fn>
+Fn DriverFunction(const char* name) {
+  return reinterpret_cast<Fn>(DriverSymbol(name));
+}
+
 // A CUDA device as the driver names it.
 struct DeviceIdentity {
   std::string name;        // "NVIDIA H200"

@@ -1,8 +1,7 @@
 #include "emulator.h"
 
+#include "driver_api.h"
 #include "trace_writer.h"
-
-#include <dlfcn.h>
 
 #include <cstdio>
 #include <ctime>
@@ -30,43 +29,29 @@ $L_wait:
 }
 )";
 
-namespace {
-
-template <typename Fn>
-Fn Find(void* library, const char* name) {
-  return reinterpret_cast<Fn>(dlsym(library, name));
-}
-
-}  // namespace
-
 bool Emulator::Configure(const ScheduleGpu& gpu, std::string* error) {
-  void* library = dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD);
-  if (library != nullptr) {
-    ctx_get_current_ = Find<CtxGetCurrentFn>(library, "cuCtxGetCurrent");
-    module_load_data_ = Find<ModuleLoadDataFn>(library, "cuModuleLoadData");
-    module_get_function_ = Find<ModuleGetFunctionFn>(library, "cuModuleGetFunction");
-    launch_kernel_ = Find<LaunchKernelFn>(library, "cuLaunchKernel");
-    get_error_name_ = Find<GetErrorNameFn>(library, "cuGetErrorName");
-  }
+  ctx_get_current_ = DriverFunction<CtxGetCurrentFn>("cuCtxGetCurrent");
+  module_load_data_ = DriverFunction<ModuleLoadDataFn>("cuModuleLoadData");
+  module_get_function_ = DriverFunction<ModuleGetFunctionFn>("cuModuleGetFunction");
+  launch_kernel_ = DriverFunction<LaunchKernelFn>("cuLaunchKernel");
+  get_error_name_ = DriverFunction<GetErrorNameFn>("cuGetErrorName");
   if (ctx_get_current_ == nullptr || module_load_data_ == nullptr || module_get_function_ == nullptr ||
       launch_kernel_ == nullptr) {
     *error = "emulate: the CUDA driver in this process has no cuCtxGetCurrent/cuModuleLoadData/cuModuleGetFunction/"
              "cuLaunchKernel";
     return false;
   }
-  calls_ = gpu.calls_per_iteration;
-  ns_by_call_.assign(calls_, 0);
+  calls_.SetCallsPerIteration(gpu.calls_per_iteration);
+  ns_by_call_.assign(gpu.calls_per_iteration, 0);
   for (const auto& s : gpu.spins) {
-    if (s.call >= 0 && static_cast<uint64_t>(s.call) < calls_) ns_by_call_[static_cast<size_t>(s.call)] += s.ns;
+    if (s.call >= 0 && s.call < static_cast<int64_t>(ns_by_call_.size())) ns_by_call_[static_cast<size_t>(s.call)] += s.ns;
   }
   return true;
 }
 
 void Emulator::Publish(bool active, uint64_t from_seq) {
   if (failed_.load(std::memory_order_relaxed)) active = false;
-  const uint64_t want = active ? from_seq : kOff;
-  const uint64_t was = from_seq_.exchange(want, std::memory_order_acq_rel);
-  if (was == kOff && want != kOff) activations_.fetch_add(1, std::memory_order_relaxed);
+  if (calls_.Publish(active, from_seq)) activations_.fetch_add(1, std::memory_order_relaxed);
 }
 
 void* Emulator::SpinFunction(std::string* error) {
@@ -96,7 +81,7 @@ void* Emulator::SpinFunction(std::string* error) {
 
 void Emulator::Fail(const std::string& what) {
   if (failed_.exchange(true)) return;
-  from_seq_.store(kOff, std::memory_order_release);
+  calls_.Off();
   {
     std::lock_guard<std::mutex> lock(mutex_);
     error_ = what;
@@ -105,9 +90,9 @@ void Emulator::Fail(const std::string& what) {
 }
 
 void Emulator::AfterLaunch(uint64_t seq, void* stream, bool stream_known) {
-  const uint64_t from = from_seq_.load(std::memory_order_acquire);
-  if (from == kOff || seq < from || calls_ == 0) return;
-  const int64_t ns = ns_by_call_[(seq - from) % calls_];
+  const int64_t call = calls_.CallOf(seq);
+  if (call < 0) return;
+  const int64_t ns = ns_by_call_[static_cast<size_t>(call)];
   if (ns <= 0) return;
   if (!stream_known) {
     unknown_stream_.fetch_add(1, std::memory_order_relaxed);

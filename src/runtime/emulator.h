@@ -11,13 +11,13 @@
 
 #include <atomic>
 #include <cstdint>
-#include <limits>
 #include <mutex>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "emo/runtime/clock_trigger.h"
+#include "plan_calls.h"
 
 namespace emo::runtime {
 
@@ -47,10 +47,8 @@ class Emulator {
   void* SpinFunction(std::string* error);
   void Fail(const std::string& what);
 
-  static constexpr uint64_t kOff = std::numeric_limits<uint64_t>::max();
   std::vector<int64_t> ns_by_call_;  // per launch call of the iteration
-  uint64_t calls_ = 0;
-  std::atomic<uint64_t> from_seq_{kOff};
+  PlanCalls calls_;
   std::atomic<bool> failed_{false};
 
   CtxGetCurrentFn ctx_get_current_ = nullptr;

@@ -101,12 +101,13 @@ constexpr CUpti_ActivityKind kApiActivityKinds[] = {
 thread_local int t_runtime_launch_depth = 0;
 thread_local uint32_t t_launch_generation = 0;
 thread_local int t_runtime_anchor_depth = 0;
-// `emulate` (Tracer::Emulate): the launch in progress on this thread as the application counts
-// them, the stream of the latest driver launch, and whether the thread is launching a spin.
+// `emo run` (Tracer::AfterLaunch): the launch in progress on this thread as the application
+// counts them, the stream of the latest driver launch, and whether the thread is making a call of
+// the follower's own (a spin launch, an event record).
 thread_local uint64_t t_launch_seq = 0;
 thread_local void* t_driver_stream = nullptr;
 thread_local bool t_driver_stream_known = false;
-thread_local bool t_in_spin = false;
+thread_local bool t_in_emo_call = false;
 
 // Where a callback stands among nested calls: the entry or exit of an outermost call (a runtime
 // call when no runtime call of its kind is in progress on this thread, `depth` counting them; a
@@ -239,7 +240,7 @@ uint64_t Signature(CUpti_CallbackDomain domain, CUpti_CallbackId cbid, const CUp
   return kNamed ^ HashName(d->symbolName);
 }
 
-// The stream a launch call enqueues on, for the emulator's spin behind it; `known` false where
+// The stream a launch call enqueues on, for the follower's spin or event behind it; `known` false where
 // the call's parameters do not say (CUDA 13's __cudaLaunchKernel). Per-thread-stream variants
 // (_ptsz) take a null stream as the calling thread's default stream.
 void* LaunchStream(CUpti_CallbackDomain domain, CUpti_CallbackId cbid, const CUpti_CallbackData* d, bool* known) {
@@ -423,7 +424,7 @@ bool Tracer::Start(const InjectConfig& config, std::string* error) {
     std::string why;
     if (clock_follower_->Load(schedule, &why)) {
       config_.anchor = 0;  // switches are placed by launch: the launch callbacks stay on
-      emulator_ = clock_follower_->emulator();
+      if (clock_follower_->wants_launch_exits()) after_launch_ = clock_follower_.get();
     } else {
       std::fprintf(stderr, "emo run: %s; the clocks are left at the default\n", why.c_str());
       clock_follower_.reset();
@@ -591,7 +592,7 @@ void CUPTIAPI Tracer::OnCallback(void* userdata, CUpti_CallbackDomain domain, CU
 // The hot path: runs on the application's thread for every kernel launch. No lock, no
 // allocation: a timestamp and one push into the ring.
 void Tracer::OnLaunch(CUpti_CallbackDomain domain, CUpti_CallbackId cbid, const CUpti_CallbackData* data) {
-  if (t_in_spin) return;  // the emulator's own launch
+  if (t_in_emo_call) return;  // a spin or event the follower launched or recorded
   if (const uint32_t g = launch_generation_.load(std::memory_order_relaxed); g != t_launch_generation) {
     t_launch_generation = g;
     t_runtime_launch_depth = 0;
@@ -599,17 +600,17 @@ void Tracer::OnLaunch(CUpti_CallbackDomain domain, CUpti_CallbackId cbid, const 
   // A runtime launch made inside another (__cudaLaunchKernel calling cudaLaunchKernel) is the
   // same launch; a driver launch inside a runtime launch is the runtime launch itself.
   const CallSite site = SiteOf(domain, data, t_runtime_launch_depth);
-  if (emulator_ != nullptr) Emulate(domain, cbid, data, site);
+  if (after_launch_ != nullptr) AfterLaunch(domain, cbid, data, site);
   if (site != CallSite::kOutermostEntry) return;
   uint64_t seq = 0;
-  if (emulator_ != nullptr) t_launch_seq = seq = launch_seq_.fetch_add(1, std::memory_order_relaxed);
+  if (after_launch_ != nullptr) t_launch_seq = seq = launch_seq_.fetch_add(1, std::memory_order_relaxed);
   launches_.TryPush(LaunchEvent{Signature(domain, cbid, data), CuptiNow(), 0, 0, seq});
 }
 
-// `emulate`: the stream of a driver launch is kept for the runtime call it is made in (CUDA 13's
-// __cudaLaunchKernel has no parameter struct); at the exit of the outermost call the launch is
-// enqueued and the emulator may add its spin behind it.
-void Tracer::Emulate(CUpti_CallbackDomain domain, CUpti_CallbackId cbid, const CUpti_CallbackData* data,
+// `emo run` (emulate, switches on the GPU): the stream of a driver launch is kept for the runtime
+// call it is made in (CUDA 13's __cudaLaunchKernel has no parameter struct); at the exit of the
+// outermost call the launch is enqueued and the follower may add a spin or an event behind it.
+void Tracer::AfterLaunch(CUpti_CallbackDomain domain, CUpti_CallbackId cbid, const CUpti_CallbackData* data,
                      CallSite site) {
   if (data->callbackSite == CUPTI_API_ENTER) {
     if (domain == CUPTI_CB_DOMAIN_DRIVER_API) t_driver_stream = LaunchStream(domain, cbid, data, &t_driver_stream_known);
@@ -623,9 +624,9 @@ void Tracer::Emulate(CUpti_CallbackDomain domain, CUpti_CallbackId cbid, const C
     stream = t_driver_stream;
     known = true;
   }
-  t_in_spin = true;
-  emulator_->AfterLaunch(t_launch_seq, stream, known);
-  t_in_spin = false;
+  t_in_emo_call = true;
+  after_launch_->AfterLaunch(t_launch_seq, stream, known);
+  t_in_emo_call = false;
 }
 
 // An anchor call: as cheap as a launch, and as rare as the program's syncs and copies. A

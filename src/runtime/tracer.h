@@ -76,7 +76,7 @@ class Tracer {
   bool EnableCallbacks(std::string* error);
   std::string StartMeta(const std::string& path) const;
   void OnLaunch(CUpti_CallbackDomain domain, CUpti_CallbackId cbid, const CUpti_CallbackData* data);
-  void Emulate(CUpti_CallbackDomain domain, CUpti_CallbackId cbid, const CUpti_CallbackData* data, CallSite site);
+  void AfterLaunch(CUpti_CallbackDomain domain, CUpti_CallbackId cbid, const CUpti_CallbackData* data, CallSite site);
   void OnAnchor(CUpti_CallbackDomain domain, CUpti_CallbackId cbid, const CUpti_CallbackData* data);
   void SetLaunchCallbacks(bool on);
   void OnResource(CUpti_CallbackId cbid, const CUpti_ResourceData* data);
@@ -125,9 +125,9 @@ class Tracer {
   // `emo run`: follows a clock policy (EMO_RUN_SCHEDULE); null when not asked or not loadable.
   std::unique_ptr<ClockFollower> clock_follower_;
   LaunchRing launches_{16};
-  // `emo run --actuator emulate`: the follower's emulator (set before the callbacks start), and
-  // the application's launches counted as they are made.
-  Emulator* emulator_ = nullptr;
+  // `emo run` with emulate or switches on the GPU: the follower that sees each launch return (set
+  // before the callbacks start), and the application's launches counted as they are made.
+  ClockFollower* after_launch_ = nullptr;
   std::atomic<uint64_t> launch_seq_{0};
   std::atomic<uint64_t> launches_seen_{0};
 

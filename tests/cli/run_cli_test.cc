@@ -11,6 +11,7 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <cmath>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -170,9 +171,32 @@ TEST_F(RunCliTest, BrokenPoliciesAreRefusedWithTheFieldAtFault) {
   auto far = good;
   far["gpus"][0]["packs"][0]["switch_call"] = -100000;
   refused("far.json", far.dump(), "gpus[0].packs[0].switch_call -100000 is more than an iteration");
+  auto far_gpu = good;
+  far_gpu["gpus"][0]["packs"][0]["gpu_switch_call"] = "7";
+  refused("far_gpu.json", far_gpu.dump(), "gpus[0].packs[0].gpu_switch_call is not a launch call within an iteration");
   const EmoRun missing = Emo("run --policy " + dir_ + "/none.json -- true");
   EXPECT_EQ(missing.exit_code, 2) << missing.out;
   EXPECT_NE(missing.out.find("none.json"), std::string::npos) << missing.out;
+}
+
+// The schedule `emo run` hands the injection library: a pack the policy anchors on the GPU
+// switches after its gpu_switch_call, marked "gpu"; with --switch-on launch, after its
+// switch_call, unmarked. (The stand-in program prints the schedule and starts no CUDA.)
+TEST_F(RunCliTest, PacksSwitchOnTheGpuWhereThePolicyAnchorsThemUnlessAskedOtherwise) {
+  nlohmann::json p = ReadJson(policy_);
+  auto& pack = p["gpus"][0]["packs"][0];
+  pack["gpu_switch_call"] = 3;
+  const std::string path = dir_ + "/anchored.json";
+  std::ofstream(path) << p.dump();
+  const std::string first = std::to_string(pack["first_call"].get<int64_t>());
+  const std::string mhz = std::to_string(std::lround(pack["clock_mhz"].get<double>()));
+  const EmoRun on_gpu = Emo("run --policy " + path + " -- sh -c 'cat \"$EMO_RUN_SCHEDULE\"'");
+  EXPECT_NE(on_gpu.out.find("pack " + first + " 3 " + mhz + " gpu\n"), std::string::npos) << on_gpu.out;
+  const EmoRun at_launch = Emo("run --switch-on launch --policy " + path + " -- sh -c 'cat \"$EMO_RUN_SCHEDULE\"'");
+  const std::string line =
+      "pack " + first + " " + std::to_string(pack["switch_call"].get<int64_t>()) + " " + mhz + "\n";
+  EXPECT_NE(at_launch.out.find(line), std::string::npos) << at_launch.out;
+  EXPECT_EQ(at_launch.out.find(" gpu\n"), std::string::npos) << at_launch.out;
 }
 
 // Packs shorter than the switch lead cannot each get their clock: a policy whose packs share a

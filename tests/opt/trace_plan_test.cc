@@ -3,7 +3,9 @@
 // static clock nor the pass-level plan, and the pack-graph solver is within 0.5 % of CBC.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <filesystem>
+#include <limits>
 #include <set>
 
 #include "emo/analysis/analyze.h"
@@ -11,6 +13,7 @@
 #include "emo/opt/trace_plan.h"
 #include "emo/policy/launch_anchors.h"
 #include "emo/policy/policy.h"
+#include "emo/trace/launch_calls.h"
 #include "test_util.h"
 
 namespace emo::opt {
@@ -231,6 +234,68 @@ TEST(LaunchAnchorsTest, SpinsAddThePlansExtraTimeAndNeverCarryItPastAWait) {
   const auto none = policy::AnchorPacks(*a, {&planned}, 1'500'000);
   EXPECT_TRUE(none.spins.empty());
   EXPECT_EQ(none.extra_ns, 0);
+}
+
+// Switches anchored on the GPU (policy packs[].gpu_switch_call): on a real trace with several
+// streams, each pack's anchor is the call whose op is the device's last to end at least the lead
+// before the pack's first op starts, found here by brute force over every op and its launch.
+TEST(LaunchAnchorsTest, EachGpuSwitchWaitsForTheLastOpEndingALeadBeforeItsPack) {
+  auto a = analysis::AnalyzeTrace(std::string(EMO_SOURCE_DIR) + "/examples/streams_graph_h200.emotrace", {});
+  ASSERT_TRUE(a.ok()) << a.status().message();
+  packing::PackOptions options;
+  options.min_pack_ns = 200'000;
+  const auto packs = packing::PackSteadyIteration(*a, options);
+  ASSERT_GE(packs.size(), 2u);
+  std::vector<PlannedPack> planned;
+  for (const auto& p : packs) planned.push_back({p, MegaHertz(1650.0), 0, 0, std::vector<TimeNs>(p.ops.size(), 0)});
+  std::vector<const PlannedPack*> pointers;
+  for (const auto& p : planned) pointers.push_back(&p);
+  constexpr TimeNs kLead = 100'000;
+  const auto anchors = policy::AnchorPacks(*a, pointers, kLead);
+  ASSERT_EQ(anchors.gpu_switch_call.size(), packs.size());
+  const auto calls = trace::CountedLaunchCalls(*a->trace);
+  const auto& g = *a->graph;
+  const auto& nodes = g.nodes();
+  const auto& it = a->iterations.iterations[a->steady];
+  const auto first = static_cast<int64_t>(
+      std::lower_bound(calls.begin(), calls.end(), it.start,
+                       [](const trace::LaunchCall& c, TimeNs v) { return c.start < v; }) -
+      calls.begin());
+  // Every op of the device with the index of its counted launch call.
+  std::vector<std::pair<TimeNs, int64_t>> ends;
+  for (size_t v = 0; v < nodes.size(); ++v) {
+    if (nodes.kind[v] != graph::NodeKind::kGpuOp) continue;
+    for (const uint32_t e : g.InEdges(graph::NodeId(static_cast<uint32_t>(v)))) {
+      const auto src = g.edges()[e].src.value();
+      if (g.edges()[e].kind != graph::EdgeKind::kLaunch) continue;
+      for (size_t c = 0; c < calls.size(); ++c) {
+        if (nodes.kind[src] == graph::NodeKind::kApiCall && calls[c].event == nodes.ref[src]) {
+          ends.push_back({nodes.end[v], static_cast<int64_t>(c)});
+        }
+      }
+    }
+  }
+  size_t anchored = 0;
+  for (size_t i = 0; i < packs.size(); ++i) {
+    TimeNs start = std::numeric_limits<TimeNs>::max();
+    for (const graph::NodeId op : packs[i].ops) start = std::min(start, nodes.start[op.value()]);
+    TimeNs best = std::numeric_limits<TimeNs>::min();
+    for (const auto& [end, call] : ends) {
+      if (end <= start - kLead) best = std::max(best, end);
+    }
+    if (anchors.gpu_switch_call[i] == policy::kNoCall) {
+      EXPECT_TRUE(best == std::numeric_limits<TimeNs>::min() || start - best > it.end - it.start) << "pack " << i;
+      continue;
+    }
+    ++anchored;
+    EXPECT_EQ(anchors.gpu_switch_lead_ns[i], start - best) << "pack " << i;
+    EXPECT_GE(anchors.gpu_switch_lead_ns[i], kLead);
+    bool found = false;
+    for (const auto& [end, call] : ends) found = found || (end == best && call - first == anchors.gpu_switch_call[i]);
+    EXPECT_TRUE(found) << "pack " << i << ": call " << anchors.gpu_switch_call[i] << " launched no op ending at "
+                       << best;
+  }
+  EXPECT_GT(anchored, 0u);
 }
 
 }  // namespace

@@ -125,6 +125,24 @@ TEST(ClockTriggerTest, EverySwitchOfThePlanFiresInOrderAheadOfItsPack) {
   EXPECT_EQ(trigger.counters().switches, s.size());
 }
 
+// Packs switched on the GPU: each switch says so (the follower waits for the op launched at its
+// position), except the first, placed after its launch was made: nothing behind it to wait for.
+TEST(ClockTriggerTest, SwitchesOnTheGpuSaySoExceptOnePlacedTooLate) {
+  ScheduleGpu g = TwoPacks();
+  for (auto& p : g.packs) p.on_gpu = true;
+  ClockTrigger trigger(g, 0);
+  Loop loop(&trigger, 10, 10'000'000);
+  loop.Run(6, 10);
+  const auto& s = loop.switches;
+  ASSERT_GE(s.size(), 8u);
+  EXPECT_EQ(s[0].late_by, 2u);
+  EXPECT_FALSE(s[0].on_gpu);
+  for (size_t i = 1; i < s.size(); ++i) {
+    EXPECT_TRUE(s[i].on_gpu) << i;
+    EXPECT_EQ(s[i].late_by, 0u) << i;
+  }
+}
+
 TEST(ClockTriggerTest, ASwitchToTheClockInEffectIsSkipped) {
   ScheduleGpu g = TwoPacks();
   g.packs = {{0, -1, 1400}};
@@ -292,7 +310,7 @@ TEST(ClockScheduleTest, TextRoundTripAndRankPick) {
   ScheduleGpu b = TwoPacks();
   b.rank = 1;
   b.device = 1;
-  b.packs = {{0, -3, 990}};
+  b.packs = {{0, -3, 990, /*on_gpu=*/true}};
   s.gpus = {a, b};
   ClockSchedule back;
   std::string error;
@@ -313,6 +331,8 @@ TEST(ClockScheduleTest, TextRoundTripAndRankPick) {
   EXPECT_EQ(back.gpus[1].packs.size(), 1u);
   EXPECT_EQ(back.gpus[1].packs[0].switch_call, -3);
   EXPECT_EQ(back.gpus[1].packs[0].mhz, 990u);
+  EXPECT_TRUE(back.gpus[1].packs[0].on_gpu);
+  EXPECT_FALSE(back.gpus[0].packs[0].on_gpu);
   EXPECT_EQ(PickScheduleGpu(back, 1, 0), &back.gpus[1]);
   EXPECT_EQ(PickScheduleGpu(back, 7, 0), nullptr);
   EXPECT_EQ(PickScheduleGpu(back, -1, 0), nullptr);  // ranked entries need a rank
@@ -331,6 +351,10 @@ TEST(ClockScheduleTest, BrokenSchedulesAreRefusedWithTheLine) {
   EXPECT_FALSE(ParseClockSchedule("emo-clock-schedule 1\nactuator emulate\ngpu 0 0 5 5 5 X\nspin 5 100\n", &s, &error));
   EXPECT_EQ(error, "line 4 of the clock schedule is not understood: spin 5 100");
   EXPECT_FALSE(ParseClockSchedule("emo-clock-schedule 1\nactuator emulate\ngpu 0 0 5 5 5 X\nspin 4 0\n", &s, &error));
+  // A pack's last word is "gpu" or nothing.
+  EXPECT_FALSE(ParseClockSchedule("emo-clock-schedule 1\nactuator nvml\ngpu 0 0 5 5 5 X\npack 0 1 900 cpu\n", &s, &error));
+  EXPECT_EQ(error, "line 4 of the clock schedule is not understood: pack 0 1 900 cpu");
+  EXPECT_FALSE(ParseClockSchedule("emo-clock-schedule 1\nactuator nvml\ngpu 0 0 5 5 5 X\npack 0 1 900 gpu 2\n", &s, &error));
   EXPECT_FALSE(ParseClockSchedule("emo-clock-schedule 1\nactuator nvml\n", &s, &error));
   EXPECT_EQ(error, "the clock schedule names no actuator or no GPU");
 }

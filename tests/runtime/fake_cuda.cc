@@ -3,13 +3,16 @@
 // unset) at PCI bus id 0000:(0x19 + k):00.0. The emulator's module load and launches are checked
 // and written to $FAKE_CUDA_LOG, a line each: "load <kernel name found in the image>",
 // "function <name>", "launch <stream> <ns>"; with $FAKE_CUDA_LAUNCH_FAILS set, every launch fails.
+// Events for the switch marks (switch_marks.cc) are described at cuEventCreate.
 // Loaded by the run tests before libemo_inject.so,
 // which finds it with dlopen(RTLD_NOLOAD) as it finds the real driver in a CUDA program.
+#include <chrono>
 #include <cstdarg>
 #include <cstdio>
 #include <cstdlib>
 #include <cstdint>
 #include <cstring>
+#include <ctime>
 #include <mutex>
 
 namespace {
@@ -33,6 +36,19 @@ void Log(const char* format, ...) {
 int g_context = 0;
 int g_module = 0;
 int g_function = 0;
+
+// Events (the switch marks): handles into a fixed table. A recorded event completes
+// $FAKE_CUDA_EVENT_MS ms of real time after its record (0 when unset); the log gets
+// "record <event> <stream>" and, the first time a query finds a record complete, "complete <stream> <CLOCK_MONOTONIC ns>".
+struct FakeEvent {
+  bool used = false;
+  void* stream = nullptr;
+  std::chrono::steady_clock::time_point recorded;
+  bool recorded_once = false;
+  bool told = false;
+};
+FakeEvent g_events[1024];
+size_t g_event_count = 0;
 
 }  // namespace
 
@@ -94,6 +110,50 @@ int cuLaunchKernel(void* function, unsigned gx, unsigned gy, unsigned gz, unsign
   if (std::getenv("FAKE_CUDA_LAUNCH_FAILS") != nullptr) return 2;                    // CUDA_ERROR_OUT_OF_MEMORY
   Log("launch %p %llu grid %u block %u shared %u\n", stream,
       static_cast<unsigned long long>(*static_cast<uint64_t*>(params[0])), gx * gy * gz, bx * by * bz, shared);
+  return 0;
+}
+
+int cuCtxSetCurrent(void* context) { return context == &g_context ? 0 : 201; }  // CUDA_ERROR_INVALID_CONTEXT
+
+int cuEventCreate(void** event, unsigned flags) {
+  std::lock_guard<std::mutex> lock(g_log_mutex);
+  if (flags != 0x2 || g_event_count == 1024) return 1;  // the marks ask for CU_EVENT_DISABLE_TIMING
+  g_events[g_event_count].used = true;
+  *event = &g_events[g_event_count++];
+  return 0;
+}
+
+int cuEventRecord(void* event, void* stream) {
+  auto* e = static_cast<FakeEvent*>(event);
+  {
+    std::lock_guard<std::mutex> lock(g_log_mutex);
+    if (e < g_events || e >= g_events + g_event_count) return 400;
+    e->stream = stream;
+    e->recorded = std::chrono::steady_clock::now();
+    e->recorded_once = true;
+    e->told = false;
+  }
+  Log("record %p %p\n", event, stream);
+  return 0;
+}
+
+int cuEventQuery(void* event) {
+  auto* e = static_cast<FakeEvent*>(event);
+  void* stream = nullptr;
+  {
+    std::lock_guard<std::mutex> lock(g_log_mutex);
+    if (e < g_events || e >= g_events + g_event_count) return 400;
+    if (!e->recorded_once) return 0;
+    const char* ms = std::getenv("FAKE_CUDA_EVENT_MS");
+    const auto due = e->recorded + std::chrono::milliseconds(ms != nullptr ? std::atoi(ms) : 0);
+    if (std::chrono::steady_clock::now() < due) return 600;  // CUDA_ERROR_NOT_READY
+    if (e->told) return 0;
+    e->told = true;
+    stream = e->stream;
+  }
+  timespec now{};
+  clock_gettime(CLOCK_MONOTONIC, &now);
+  Log("complete %p %lld\n", stream, static_cast<long long>(now.tv_sec) * 1000000000LL + now.tv_nsec);
   return 0;
 }
 

@@ -775,6 +775,84 @@ TEST_F(InjectRunTest, ATracedWindowSetsEachSwitchAgainstItsPacksStartOnTheGpu) {
   EXPECT_NE(report::RunText(path, *t).find("pack switches fall in the traced window"), std::string::npos);
 }
 
+// Switches on the GPU: the schedule's packs wait for the op their call launched (pack 1: call 2,
+// pack 0: call 4, the previous iteration's last). An event is recorded behind exactly those calls,
+// on their streams, and each pack switch is made only once the stand-in driver reports its event
+// complete (20 ms after the record: a GPU 20 ms behind the CPU), in order, none coalesced.
+TEST_F(InjectRunTest, SwitchesOnTheGpuWaitForTheOpBeforeThePackInOrder) {
+  auto env = Env("dry-run");
+  std::string schedule = RunSchedule("dry-run", (dir_ / "switches.jsonl").string());
+  schedule.replace(schedule.find("pack 0 -1 1200\npack 3 2 1500\n"), std::string::npos,
+                   "pack 0 -1 1200 gpu\npack 3 2 1500 gpu\n");
+  std::ofstream(dir_ / "schedule") << schedule;
+  const std::filesystem::path log = dir_ / "cuda.log";
+  env["FAKE_CUDA_LOG"] = log.string();
+  env["FAKE_CUDA_EVENT_MS"] = "20";
+  const ChildResult r = RunChild(env, [](const Hooks& h) {
+    Loop loop(h);
+    h.create_context(0);
+    for (int iteration = 0; iteration < 80; ++iteration) {
+      for (int i = 0; i < 5; ++i) {
+        loop.Launch(i);
+        std::this_thread::sleep_for(std::chrono::milliseconds(1));
+      }
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));  // the GPU catches up
+  });
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_TRUE(ControlCalls().empty());
+  // Events only behind calls 2 and 4, on their streams.
+  std::map<std::string, int> recorded;
+  struct Done {
+    int64_t t_ns;
+    int pack;
+  };
+  std::vector<Done> completes;
+  for (const std::string& line : Lines(ReadText(log))) {
+    std::istringstream f(line);
+    std::string what, a, b;
+    f >> what >> a >> b;
+    if (what == "record") ++recorded[b];
+    if (what == "complete") completes.push_back({std::stoll(b), a == "0x7002" ? 1 : a == "0x7004" ? 0 : -1});
+  }
+  EXPECT_EQ(recorded.size(), 2u);
+  EXPECT_GE(recorded["0x7002"], 10);
+  EXPECT_GE(recorded["0x7004"], 10);
+  // Each pack lock after the first two (made at once: the plan's first iteration had no marks)
+  // comes after a completion on its pack's stream that no earlier lock used.
+  std::vector<std::pair<int64_t, int>> locks;
+  for (const std::string& line : Lines(ReadText(dir_ / "switches.jsonl"))) {
+    if (line.find("\"action\":\"lock\"") == std::string::npos) continue;
+    const auto j = nlohmann::json::parse(line);
+    locks.push_back({j["t_ns"].get<int64_t>(), j["pack"].get<int>()});
+  }
+  ASSERT_GE(locks.size(), 20u);
+  int unused[2] = {0, 0};
+  size_t next = 0, checked = 0;
+  for (size_t k = 0; k < locks.size(); ++k) {
+    while (next < completes.size() && completes[next].t_ns <= locks[k].first) {
+      if (completes[next].pack >= 0) ++unused[completes[next].pack];
+      ++next;
+    }
+    if (k < 2) continue;
+    const int pack = locks[k].second;
+    ASSERT_TRUE(pack == 0 || pack == 1) << pack;
+    EXPECT_GT(unused[pack], 0) << "lock " << k << " of pack " << pack << " came before its op completed";
+    if (unused[pack] > 0) --unused[pack];
+    if (k > 2) {
+      EXPECT_NE(pack, locks[k - 1].second) << "lock " << k << ": a pack's switch was passed over";
+    }
+    ++checked;
+  }
+  EXPECT_GE(checked, 18u);
+  auto meta = Meta(Read("0"));
+  EXPECT_EQ(meta["run.switch_on"], "gpu");
+  EXPECT_EQ(meta["run.switch_marks_record_failed"], "0");
+  EXPECT_EQ(meta["run.switch_marks_query_failed"], "0");
+  EXPECT_GE(std::stoll(meta["run.switch_marks_completed"]), static_cast<long long>(checked));
+  EXPECT_EQ(meta["run.switches_coalesced"], "0");
+}
+
 // A spin that cannot be launched stops the emulation, said once; the program runs on.
 TEST_F(InjectRunTest, EmulateStopsAtAFailedSpinLaunchAndSaysSoOnce) {
   auto env = Env("emulate");

@@ -137,6 +137,7 @@ struct RunArgs {
   double guard_pct = 5.0;
   std::string switch_log = "emo_run_switches.jsonl";
   std::string trace_output;  // --trace: also trace a window (trace mode) into these files
+  std::string switch_on = "gpu";  // "gpu": wait for the op before the pack where the policy names one
 };
 
 // The schedule the injection library follows, from a checked policy.
@@ -160,7 +161,9 @@ runtime::ClockSchedule ScheduleOf(const policy::RunPolicy& p, const RunArgs& arg
     sg.plan_ns = static_cast<int64_t>(g.iteration_time_us * 1e3);
     for (const auto& spin : g.spins) sg.spins.push_back({spin.call, spin.ns});
     for (const auto& pack : g.packs) {
-      sg.packs.push_back({pack.first_call, pack.switch_call, static_cast<unsigned>(std::lround(pack.clock_mhz))});
+      const bool on_gpu = args.switch_on == "gpu" && pack.gpu_switch_call.has_value();
+      sg.packs.push_back({pack.first_call, on_gpu ? *pack.gpu_switch_call : pack.switch_call,
+                          static_cast<unsigned>(std::lround(pack.clock_mhz)), on_gpu});
     }
     s.gpus.push_back(std::move(sg));
   }
@@ -226,7 +229,8 @@ int RunWithPolicy(RunArgs args) {
   if (traced) args.trace.launch.output = args.trace_output;
   args.trace.launch.extra_env = {"EMO_RUN_SCHEDULE=" + schedule, "EMO_RUN_JOURNAL=" + journal,
                                  fmt::format("EMO_RUN_PID={}", getpid()), "EMO_TRACE_ANCHOR=0"};
-  nlohmann::json extra = {{"policy", p.path}, {"actuator", args.actuator}, {"guard_pct", args.guard_pct}};
+  nlohmann::json extra = {
+      {"policy", p.path}, {"actuator", args.actuator}, {"guard_pct", args.guard_pct}, {"switch_on", args.switch_on}};
   if (args.actuator == "dry-run" || args.actuator == "emulate") extra["switch_log"] = options.log_path;
   const int code = RunTraced(kCommand, args.trace, /*keep_files=*/traced, extra);
   const Status reset = runtime::FinishClockWatchdog(&*watchdog, journal);
@@ -265,6 +269,13 @@ void SetupRun(CLI::App& app, int& exit_code) {
                   "50 iterations under the plan; 0 = off (the plan starts at once and holds)")
       ->check(CLI::Range(0.0, 1000.0));
   cmd->add_option("--switch-log", args->switch_log, "dry-run, emulate: where each switch is written, one JSON line each");
+  cmd->add_option("--switch-on", args->switch_on,
+                  "When a pack's clock is set: gpu (default) once the op the policy names before the pack (its "
+                  "gpu_switch_call, which ended a switch lead before the pack in the trace) has completed on the GPU, "
+                  "watched through a CUDA event recorded behind it; launch: as soon as the program makes the launch call "
+                  "of the policy's switch_call (the CPU's run-ahead moves it against the GPU). Packs without a "
+                  "gpu_switch_call switch at their launch call either way")
+      ->check(CLI::IsMember({"gpu", "launch"}));
   cmd->add_option("--trace", args->trace_output,
                   "Also trace a window of the run into this file (as `emo trace -o`: %r = rank, %p = pid, %h = host): "
                   "its report sets each pack switch against the GPU start of its pack's first op (switch timing)");

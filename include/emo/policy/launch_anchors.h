@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <limits>
 #include <vector>
 
 #include "emo/analysis/analyze.h"
@@ -20,6 +21,13 @@ struct LaunchAnchors {
   // switch call counts back from the iteration's first call (-1: the previous iteration's last).
   std::vector<int64_t> first_call;
   std::vector<int64_t> switch_call;
+  // Per pack, anchored in the GPU's progress instead: the iteration's call (negative: counted
+  // back) whose op is the last of the device to end at least `lead` before the pack's first op
+  // starts; at run time the switch waits until that op has completed on the GPU. kNoCall where
+  // no op of the device ends within an iteration before the pack. The lead the trace shows
+  // between that op's end and the pack's start, ns.
+  std::vector<int64_t> gpu_switch_call;
+  std::vector<TimeNs> gpu_switch_lead_ns;
   // Packs none of whose ops has a counted launch call (a memcpy-only pack): anchored at the next
   // counted call.
   size_t packs_without_call = 0;
@@ -36,6 +44,8 @@ struct LaunchAnchors {
   int64_t extra_ns = 0;              // the plan's extra per iteration (what the spins add up to)
   int64_t extra_without_call_ns = 0;  // of ops none of whose stream's ops had a call: not emulated
 };
+
+inline constexpr int64_t kNoCall = std::numeric_limits<int64_t>::min();
 
 // Spins shorter than this are carried to a later op of the pack on the stream: a spin costs a
 // launch on the CPU (a few us) and a kernel's start on the GPU (about 1 us).

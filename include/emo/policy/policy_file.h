@@ -2,6 +2,7 @@
 // and a precise error (file, field, what is wrong) for a policy that cannot be followed.
 #pragma once
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -13,6 +14,9 @@ struct RunPack {
   int64_t first_call = 0;   // launch call of the iteration that starts the pack
   int64_t switch_call = 0;  // launch call after which its clock is asked for (negative: earlier)
   double clock_mhz = 0;
+  // The call whose op's completion on the GPU the switch waits for (negative: earlier); absent in
+  // policies written before switches were anchored on the GPU, and where no op precedes the pack.
+  std::optional<int64_t> gpu_switch_call;
 };
 
 struct RunGpu {

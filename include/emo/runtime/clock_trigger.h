@@ -25,6 +25,9 @@ struct ScheduleGpu {
     int64_t first_call = 0;
     int64_t switch_call = 0;
     unsigned mhz = 0;
+    // The switch waits, after the switch_call-th launch, until the op it launched has completed
+    // on the GPU (the policy's gpu_switch_call), rather than being made at once.
+    bool on_gpu = false;
   };
   std::vector<Pack> packs;
   // `emulate`: GPU time added after launch calls of the iteration (policy::RunGpu::spins).
@@ -83,6 +86,8 @@ class ClockTrigger {
     // A pack's switch: the first launch of the iteration the pack belongs to.
     uint64_t iteration_start = 0;
     uint32_t tag = 0;  // the caller's (ClockFollower: its switch-time record + 1)
+    bool on_gpu = false;  // to be made once the launch at `position` has completed on the GPU
+    uint64_t seq = 0;     // the caller's (ClockFollower: the application's number of that launch)
   };
   struct Counters {
     uint64_t switches = 0;         // asked for (locks and resets)
@@ -120,9 +125,10 @@ class ClockTrigger {
     int pack;
     int64_t iteration;
     uint64_t iteration_start;
+    bool on_gpu;
   };
   void Ask(unsigned mhz, int pack, int64_t iteration, const char* why, uint64_t position, uint64_t now,
-           std::vector<Switch>* out, uint64_t iteration_start = 0);
+           std::vector<Switch>* out, uint64_t iteration_start = 0, bool on_gpu = false);
   void Fallback(uint64_t now, const char* why, std::vector<Switch>* out);
   void Place(const LaunchIteration& done);
   // Whether the iterations under the plan, `it` the latest, look too slow: then the default
