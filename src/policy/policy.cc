@@ -56,14 +56,23 @@ void AddGpus(const opt::PlannedTrace& pt, json& gpus) {
     // shorter than the switch lead on this loop, or one whose lead falls where the program makes no
     // launch call, blocked in a sync): at run time only the later switch takes effect. Cyclic: the
     // next iteration's first pack follows the last (its switch_call plus an iteration's calls).
-    size_t sharing = 0;
+    // The same for the GPU anchors (a pack without one switches at its launch call).
     const auto n = static_cast<int64_t>(anchors.calls_per_iteration);
-    for (size_t i = 1; i <= planned.size() && planned.size() > 1; ++i) {
-      const int64_t at = i < planned.size() ? anchors.switch_call[i] : anchors.switch_call[0] + n;
-      sharing += at <= anchors.switch_call[i - 1];
+    auto sharing = [&](const std::vector<int64_t>& calls) {
+      size_t count = 0;
+      for (size_t i = 1; i <= planned.size() && planned.size() > 1; ++i) {
+        const int64_t at = i < planned.size() ? calls[i] : calls[0] + n;
+        count += at <= calls[i - 1];
+      }
+      return count;
+    };
+    std::vector<int64_t> on_gpu = anchors.gpu_switch_call;
+    for (size_t i = 0; i < on_gpu.size(); ++i) {
+      if (on_gpu[i] == kNoCall) on_gpu[i] = anchors.switch_call[i];
     }
     json g = {{"rank", a.trace->meta.rank},
-              {"packs_sharing_a_switch_call", sharing},
+              {"packs_sharing_a_switch_call", sharing(anchors.switch_call)},
+              {"packs_sharing_a_gpu_switch_call", sharing(on_gpu)},
               {"device", device},
               {"trace", a.trace->meta.source_path},
               {"steady_iteration", a.iterations.iterations[a.steady].name},
@@ -128,13 +137,17 @@ json PolicyJson(const std::vector<opt::PlannedTrace>& plans) {
                          g["confidence_note"].get<std::string>() + "); predicted saving ranges " +
                          g["predicted"]["saving_range_pct"].dump() + " %");
     }
-    if (const size_t sharing = g["packs_sharing_a_switch_call"].get<size_t>(); sharing > 0) {
+    for (const auto& [field, when] : {std::pair<const char*, const char*>{"packs_sharing_a_gpu_switch_call", ""},
+                                      {"packs_sharing_a_switch_call", " with `emo run --switch-on launch`"}}) {
+      const size_t sharing = g[field].get<size_t>();
+      if (sharing == 0) continue;
       warnings.push_back(fmt::format("rank {}: {} of its {} packs are asked for at the same launch call as the pack "
-                                     "before them, or an earlier one (packs shorter than the switch lead of {} us on "
+                                     "before them, or an earlier one{} (packs shorter than the switch lead of {} us on "
                                      "this loop, or a lead that falls where the program makes no launch call): at run "
                                      "time only the later of those switches takes effect",
-                                     g["rank"].dump(), sharing, g["packs"].size(),
+                                     g["rank"].dump(), sharing, g["packs"].size(), when,
                                      j["switch_lead_us"].get<double>()));
+      break;  // one warning: for the default (on the GPU), else for --switch-on launch
     }
     if (g["device_check"]["overridden"].get<bool>()) {
       warnings.push_back("rank " + g["rank"].dump() + ": planned for a device model of another GPU than the trace's (" +

@@ -219,6 +219,16 @@ TEST_F(RunCliTest, APolicyWhosePacksShareASwitchCallSaysSo) {
   }
   ASSERT_GT(sharing, 0u) << g["packs"].dump();
   EXPECT_EQ(g["packs_sharing_a_switch_call"].get<size_t>(), sharing);
+  // The same count over the GPU anchors (a pack without one switches at its launch call).
+  auto on_gpu = [&](size_t i) {
+    const auto& pack = packs[i % packs.size()];
+    const int64_t call = pack.contains("gpu_switch_call") ? pack["gpu_switch_call"].get<int64_t>()
+                                                           : pack["switch_call"].get<int64_t>();
+    return i < packs.size() ? call : call + n;
+  };
+  size_t sharing_on_gpu = 0;
+  for (size_t i = 1; i <= packs.size(); ++i) sharing_on_gpu += on_gpu(i) <= on_gpu(i - 1);
+  EXPECT_EQ(g["packs_sharing_a_gpu_switch_call"].get<size_t>(), sharing_on_gpu);
   bool warned = false;
   for (const auto& w : p["warnings"]) {
     warned = warned || w.get<std::string>().find("asked for at the same launch call as the pack before them, or an") !=
