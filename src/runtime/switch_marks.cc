@@ -48,8 +48,13 @@ bool SwitchMarks::Configure(const ScheduleGpu& gpu, std::string* error) {
   }
   const auto n = static_cast<int64_t>(gpu.calls_per_iteration);
   marked_.assign(static_cast<size_t>(n), false);
-  for (const auto& p : gpu.packs) {
-    if (p.on_gpu && n > 0) marked_[static_cast<size_t>((p.switch_call % n + n) % n)] = true;
+  // A pack whose clock is the one before it (cyclically: a one-pack plan) never switches after the
+  // first time, which is made at once: no event behind its call.
+  const size_t packs = gpu.packs.size();
+  for (size_t i = 0; i < packs; ++i) {
+    const auto& p = gpu.packs[i];
+    if (!p.on_gpu || n <= 0 || p.mhz == gpu.packs[(i + packs - 1) % packs].mhz) continue;
+    marked_[static_cast<size_t>((p.switch_call % n + n) % n)] = true;
   }
   calls_.SetCallsPerIteration(gpu.calls_per_iteration);
   return true;

@@ -853,6 +853,33 @@ TEST_F(InjectRunTest, SwitchesOnTheGpuWaitForTheOpBeforeThePackInOrder) {
   EXPECT_EQ(meta["run.switches_coalesced"], "0");
 }
 
+// A one-pack plan switches once, at once: no event is ever recorded for it (every later switch
+// to the same clock would be skipped).
+TEST_F(InjectRunTest, AOnePackPlanRecordsNoEventsOnTheGpu) {
+  auto env = Env("dry-run");
+  std::string schedule = RunSchedule("dry-run", (dir_ / "switches.jsonl").string());
+  schedule.replace(schedule.find("pack 0 -1 1200\n"), std::string::npos, "pack 0 -1 1200 gpu\n");
+  std::ofstream(dir_ / "schedule") << schedule;
+  const std::filesystem::path log = dir_ / "cuda.log";
+  env["FAKE_CUDA_LOG"] = log.string();
+  const ChildResult r = RunChild(env, [](const Hooks& h) {
+    Loop loop(h);
+    h.create_context(0);
+    for (int iteration = 0; iteration < 40; ++iteration) {
+      for (int i = 0; i < 5; ++i) {
+        loop.Launch(i);
+        std::this_thread::sleep_for(std::chrono::milliseconds(1));
+      }
+    }
+  });
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(ReadText(log).find("record "), std::string::npos) << ReadText(log);
+  auto meta = Meta(Read("0"));
+  EXPECT_EQ(meta["run.followed"], "1");
+  EXPECT_EQ(meta["run.switches_applied"], "1");
+  EXPECT_EQ(meta["run.switch_marks_recorded"], "0");
+}
+
 // A spin that cannot be launched stops the emulation, said once; the program runs on.
 TEST_F(InjectRunTest, EmulateStopsAtAFailedSpinLaunchAndSaysSoOnce) {
   auto env = Env("emulate");
