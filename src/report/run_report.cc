@@ -4,7 +4,6 @@
 
 #include <cstdlib>
 #include <optional>
-#include <sstream>
 #include <unordered_map>
 
 #include <nlohmann/json.hpp>
@@ -80,24 +79,10 @@ struct SwitchLeads {
   size_t no_op = 0;    // the pack's first call or its GPU op is not in the trace
   double median_ms = 0, p10_ms = 0, min_ms = 0, max_ms = 0;
 };
-std::vector<std::string> Split(const std::string& text, char separator) {
-  std::vector<std::string> out;
-  std::istringstream in(text);
-  for (std::string part; std::getline(in, part, separator);) out.push_back(part);
-  return out;
-}
-std::vector<int64_t> Numbers(const std::string& text, char separator) {
-  std::vector<int64_t> out;
-  for (const std::string& part : Split(text, separator)) out.push_back(std::strtoll(part.c_str(), nullptr, 10));
-  return out;
-}
 constexpr TimeNs kCallSlackNs = 20'000;
 std::optional<SwitchLeads> SwitchLeadsOf(const trace::Trace& t) {
-  const auto& p = t.meta.run->policy_run;
-  const auto times = p.find("switch_times_ns");
-  const auto firsts = p.find("pack_first_calls");
-  if (times == p.end() || firsts == p.end()) return std::nullopt;
-  const std::vector<int64_t> first_call = Numbers(firsts->second, ',');
+  const auto& first_call = t.meta.run->pack_first_calls;
+  if (t.meta.run->switch_times.empty() || first_call.empty()) return std::nullopt;
   const std::vector<trace::LaunchCall> calls = trace::CountedLaunchCalls(t);
   std::unordered_map<int64_t, TimeNs> gpu_start;  // correlation -> first start of its ops
   for (size_t i = 0; i < t.gpu.size(); ++i) {
@@ -107,37 +92,36 @@ std::optional<SwitchLeads> SwitchLeadsOf(const trace::Trace& t) {
   }
   SwitchLeads l;
   std::vector<double> ms;
-  for (const std::string& entry : Split(times->second, ',')) {
-    const std::vector<int64_t> f = Numbers(entry, ':');
-    if (f.size() != 3 || f[0] < 0 || static_cast<size_t>(f[0]) >= first_call.size()) continue;
+  for (const auto& s : t.meta.run->switch_times) {
+    if (static_cast<size_t>(s.pack) >= first_call.size()) continue;
     ++l.asked;
     // The iteration's first call: the tracer timed its launch in that call's callback, which
     // CUPTI's record of the call may not enclose to the nanosecond: the call enclosing that time,
     // else the one starting nearest to it (within kCallSlackNs).
-    const auto c = std::upper_bound(calls.begin(), calls.end(), f[2],
+    const auto c = std::upper_bound(calls.begin(), calls.end(), s.iteration_start_ns,
                                     [](TimeNs v, const trace::LaunchCall& call) { return v < call.start; });
     auto first = calls.end();
-    if (c != calls.begin() && std::prev(c)->end >= f[2]) {
+    if (c != calls.begin() && std::prev(c)->end >= s.iteration_start_ns) {
       first = std::prev(c);
     } else {
       TimeNs best = kCallSlackNs + 1;
-      if (c != calls.begin() && f[2] - std::prev(c)->end < best) {
-        best = f[2] - std::prev(c)->end;
+      if (c != calls.begin() && s.iteration_start_ns - std::prev(c)->end < best) {
+        best = s.iteration_start_ns - std::prev(c)->end;
         first = std::prev(c);
       }
-      if (c != calls.end() && c->start - f[2] < best) first = c;
+      if (c != calls.end() && c->start - s.iteration_start_ns < best) first = c;
     }
     if (first == calls.end()) {
       ++l.no_call;
       continue;
     }
-    const size_t k = static_cast<size_t>(first - calls.begin()) + static_cast<size_t>(first_call[f[0]]);
+    const size_t k = static_cast<size_t>(first - calls.begin()) + static_cast<size_t>(first_call[static_cast<size_t>(s.pack)]);
     const auto op = k < calls.size() ? gpu_start.find(t.cpu.correlation[calls[k].event]) : gpu_start.end();
     if (op == gpu_start.end()) {
       ++l.no_op;
       continue;
     }
-    ms.push_back(static_cast<double>(op->second - f[1]) * 1e-6);
+    ms.push_back(static_cast<double>(op->second - s.applied_ns) * 1e-6);
   }
   if (l.asked == 0) return std::nullopt;
   l.matched = ms.size();

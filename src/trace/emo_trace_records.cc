@@ -217,6 +217,21 @@ std::vector<GpuEnergy> GpuEnergies(const EmoRecords& r, const std::vector<emo_fo
   return out;
 }
 
+// A meta list "a:b:c,a:b:c" (or "a,b,c") of integers, one vector per entry; empty when absent.
+std::vector<std::vector<int64_t>> MetaLists(const std::map<std::string, std::string>& meta, const std::string& key) {
+  std::vector<std::vector<int64_t>> out;
+  const auto it = meta.find(key);
+  if (it == meta.end()) return out;
+  std::istringstream entries(it->second);
+  for (std::string entry; std::getline(entries, entry, ',');) {
+    std::vector<int64_t> fields;
+    std::istringstream parts(entry);
+    for (std::string part; std::getline(parts, part, ':');) fields.push_back(std::strtoll(part.c_str(), nullptr, 10));
+    out.push_back(std::move(fields));
+  }
+  return out;
+}
+
 RunMeasurement MeasureRun(const EmoRecords& r) {
   RunMeasurement m;
   m.mode = ToString(r.meta, "config.mode", "trace");
@@ -230,6 +245,12 @@ RunMeasurement MeasureRun(const EmoRecords& r) {
   for (const auto& d : r.dropped) m.dropped_records += static_cast<int64_t>(d.dropped);
   for (const auto& [key, value] : r.meta) {
     if (key.rfind("run.", 0) == 0) m.policy_run[key.substr(4)] = value;
+  }
+  for (const auto& f : MetaLists(r.meta, "run.switch_times_ns")) {
+    if (f.size() == 3 && f[0] >= 0) m.switch_times.push_back({f[0], f[1], f[2]});
+  }
+  for (const auto& f : MetaLists(r.meta, "run.pack_first_calls")) {
+    if (f.size() == 1) m.pack_first_calls.push_back(f[0]);
   }
 
   auto its = r.iterations;
@@ -315,16 +336,8 @@ RunMeasurement MeasureRun(const EmoRecords& r) {
                        started, stopped};
     // "from:to,from:to" (to -1: open to the end).
     std::vector<std::pair<int64_t, int64_t>> spans;
-    if (const auto it = r.meta.find("run.plan_spans_ns"); it != r.meta.end()) {
-      std::istringstream in(it->second);
-      std::string span;
-      while (std::getline(in, span, ',')) {
-        const size_t colon = span.find(':');
-        if (colon == std::string::npos) continue;
-        const int64_t from = std::strtoll(span.c_str(), nullptr, 10);
-        const int64_t to = std::strtoll(span.c_str() + colon + 1, nullptr, 10);
-        spans.push_back({from, to < 0 ? std::numeric_limits<int64_t>::max() : to});
-      }
+    for (const auto& f : MetaLists(r.meta, "run.plan_spans_ns")) {
+      if (f.size() == 2) spans.push_back({f[0], f[1] < 0 ? std::numeric_limits<int64_t>::max() : f[1]});
     }
     if (!spans.empty()) {
       std::vector<bool> inside(its.size(), false), between(its.size(), false);

@@ -257,6 +257,27 @@ TEST(EmoTraceReaderTest, PlanSpansSplitThePlansIterationsFromTheDefaultClocksBet
   EXPECT_EQ(p.interleaved_default_step.second, 3);      // 11, 12, 13
 }
 
+// `emo run --trace`: the switches the run timed and where its packs start, read as numbers; an
+// entry that is not "pack:applied:iteration_start" is skipped.
+TEST(EmoTraceReaderTest, SwitchTimesAndPackFirstCallsAreRead) {
+  const auto path = WriteTemp("switch_times.emotrace",
+                              TwoStreamLoop(false, true, false, 0,
+                                            {{"run.followed", "1"},
+                                             {"run.switch_times_ns", "1:500:400,0:900:-1,7:1,2:1000:950"},
+                                             {"run.pack_first_calls", "0,3,7"}}));
+  auto t = trace::ReadTrace(path);
+  std::filesystem::remove(path);
+  ASSERT_TRUE(t.ok()) << t.status().message();
+  const auto& run = *t->meta.run;
+  ASSERT_EQ(run.switch_times.size(), 3u);
+  EXPECT_EQ(run.switch_times[0].pack, 1);
+  EXPECT_EQ(run.switch_times[0].applied_ns, 500);
+  EXPECT_EQ(run.switch_times[0].iteration_start_ns, 400);
+  EXPECT_EQ(run.switch_times[1].iteration_start_ns, -1);
+  EXPECT_EQ(run.switch_times[2].pack, 2);
+  EXPECT_EQ(run.pack_first_calls, (std::vector<int64_t>{0, 3, 7}));
+}
+
 // Every wait names its record exactly, so the graph needs no fallback rule; the replay is exact.
 TEST(EmoTraceReaderTest, WaitsAreExactEdgesInTheGraph) {
   const auto path = WriteTemp("graph.emotrace", TwoStreamLoop());

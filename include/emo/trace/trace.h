@@ -210,6 +210,16 @@ struct RunMeasurement {
   // `emo run`: how the clock policy was followed in this process (meta run.<key>, key without
   // the prefix: policy, actuator, gpu, followed, switches, switches_applied, ...); empty otherwise.
   std::map<std::string, std::string> policy_run;
+  // `emo run`: each pack switch it timed (meta run.switch_times_ns): the pack, when its lock took
+  // effect and when the pack's iteration began (its first launch), on the trace's clock; and the
+  // launch call of the iteration each pack starts at (run.pack_first_calls).
+  struct SwitchTime {
+    int64_t pack = -1;
+    TimeNs applied_ns = 0;
+    TimeNs iteration_start_ns = 0;
+  };
+  std::vector<SwitchTime> switch_times;
+  std::vector<int64_t> pack_first_calls;
   // `emo run`: the usable iterations before the plan's first switch and while it held (until
   // the guard stopped it, or the end), each with its median step and energy per iteration. The
   // guard's re-timings of the default clock fall inside `under`.
