@@ -15,6 +15,16 @@ void* DriverSymbol(const char* name) {
   return symbol;
 }
 
+bool CaptureCheck::Load() {
+  is_capturing_ = DriverFunction<IsCapturingFn>("cuStreamIsCapturing");
+  return is_capturing_ != nullptr;
+}
+
+bool CaptureCheck::Capturing(void* stream) const {
+  int status = 0;  // CU_STREAM_CAPTURE_STATUS_NONE
+  return is_capturing_ == nullptr || is_capturing_(stream, &status) != 0 || status != 0;
+}
+
 bool DriverApi::Load() {
   get_version_ = DriverFunction<GetVersionFn>("cuDriverGetVersion");
   device_get_ = DriverFunction<DeviceGetFn>("cuDeviceGet");

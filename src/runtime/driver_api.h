@@ -16,6 +16,22 @@ Fn DriverFunction(const char* name) {
   return reinterpret_cast<Fn>(DriverSymbol(name));
 }
 
+// Whether work enqueued on a stream now would be captured into a CUDA graph instead of running
+// (the program is capturing that stream, as torch.compile's CUDA graphs do while they record):
+// the follower then adds nothing to it, or its spin or event would become part of the
+// program's graph and replay with it.
+class CaptureCheck {
+ public:
+  // False when the driver has no cuStreamIsCapturing.
+  bool Load();
+  // True also when the driver cannot tell (an error): then nothing is added either.
+  bool Capturing(void* stream) const;
+
+ private:
+  using IsCapturingFn = int (*)(void*, int*);
+  IsCapturingFn is_capturing_ = nullptr;
+};
+
 // A CUDA device as the driver names it.
 struct DeviceIdentity {
   std::string name;        // "NVIDIA H200"

@@ -36,9 +36,9 @@ bool Emulator::Configure(const ScheduleGpu& gpu, std::string* error) {
   launch_kernel_ = DriverFunction<LaunchKernelFn>("cuLaunchKernel");
   get_error_name_ = DriverFunction<GetErrorNameFn>("cuGetErrorName");
   if (ctx_get_current_ == nullptr || module_load_data_ == nullptr || module_get_function_ == nullptr ||
-      launch_kernel_ == nullptr) {
+      launch_kernel_ == nullptr || !capture_.Load()) {
     *error = "emulate: the CUDA driver in this process has no cuCtxGetCurrent/cuModuleLoadData/cuModuleGetFunction/"
-             "cuLaunchKernel";
+             "cuLaunchKernel/cuStreamIsCapturing";
     return false;
   }
   calls_.SetCallsPerIteration(gpu.calls_per_iteration);
@@ -98,6 +98,10 @@ void Emulator::AfterLaunch(uint64_t seq, void* stream, bool stream_known) {
     unknown_stream_.fetch_add(1, std::memory_order_relaxed);
     return;
   }
+  if (capture_.Capturing(stream)) {
+    capturing_.fetch_add(1, std::memory_order_relaxed);
+    return;
+  }
   std::string error;
   void* function = SpinFunction(&error);
   if (function == nullptr) return Fail(error);
@@ -126,6 +130,7 @@ std::string Emulator::Meta() const {
   put("spin_ns", std::to_string(spin_ns_.load()));
   put("launch_ns", std::to_string(launch_ns_.load()));
   put("unknown_stream", std::to_string(unknown_stream_.load()));
+  put("capturing", std::to_string(capturing_.load()));
   put("activations", std::to_string(activations_.load()));
   put("failed", failed_.load() ? "1" : "0");
   std::lock_guard<std::mutex> lock(mutex_);

@@ -16,6 +16,7 @@
 #include <utility>
 #include <vector>
 
+#include "driver_api.h"
 #include "emo/runtime/clock_trigger.h"
 #include "plan_calls.h"
 
@@ -47,6 +48,7 @@ class Emulator {
   void* SpinFunction(std::string* error);
   void Fail(const std::string& what);
 
+  CaptureCheck capture_;
   std::vector<int64_t> ns_by_call_;  // per launch call of the iteration
   PlanCalls calls_;
   std::atomic<bool> failed_{false};
@@ -61,7 +63,7 @@ class Emulator {
   std::vector<std::pair<void*, void*>> functions_;  // context -> spin kernel
   std::string error_;
 
-  std::atomic<uint64_t> spins_{0}, spin_ns_{0}, unknown_stream_{0}, activations_{0};
+  std::atomic<uint64_t> spins_{0}, spin_ns_{0}, unknown_stream_{0}, activations_{0}, capturing_{0};
   std::atomic<uint64_t> launch_ns_{0};  // host time spent launching spins
 };
 

@@ -41,9 +41,9 @@ bool SwitchMarks::Configure(const ScheduleGpu& gpu, std::string* error) {
   event_record_ = DriverFunction<EventRecordFn>("cuEventRecord");
   event_query_ = DriverFunction<EventQueryFn>("cuEventQuery");
   if (ctx_get_current_ == nullptr || ctx_set_current_ == nullptr || event_create_ == nullptr ||
-      event_record_ == nullptr || event_query_ == nullptr) {
+      event_record_ == nullptr || event_query_ == nullptr || !capture_.Load()) {
     *error = "switching on the GPU: the CUDA driver in this process has no cuCtxGetCurrent/cuCtxSetCurrent/"
-             "cuEventCreate/cuEventRecord/cuEventQuery (emo run --switch-on launch does without)";
+             "cuEventCreate/cuEventRecord/cuEventQuery/cuStreamIsCapturing (emo run --switch-on launch does without)";
     return false;
   }
   const auto n = static_cast<int64_t>(gpu.calls_per_iteration);
@@ -91,6 +91,8 @@ void SwitchMarks::AfterLaunch(uint64_t seq, void* stream, bool stream_known) {
   if (call >= 0 && marked_[static_cast<size_t>(call)]) {
     if (!stream_known) {
       unknown_stream_.fetch_add(1, std::memory_order_relaxed);
+    } else if (capture_.Capturing(stream)) {
+      capturing_.fetch_add(1, std::memory_order_relaxed);
     } else if (const auto [event, context] = NextEvent(); event == nullptr) {
       record_failed_.fetch_add(1, std::memory_order_relaxed);
     } else if (const int rc = event_record_(event, stream); rc != kCudaSuccess) {
@@ -167,6 +169,7 @@ std::string SwitchMarks::Meta() const {
   put("recorded", std::to_string(recorded_.load()));
   put("record_failed", std::to_string(record_failed_.load()));
   put("unknown_stream", std::to_string(unknown_stream_.load()));
+  put("capturing", std::to_string(capturing_.load()));
   put("completed", std::to_string(completed_.load()));
   put("no_mark", std::to_string(no_mark_.load()));
   put("gave_up", std::to_string(gave_up_.load()));

@@ -19,6 +19,7 @@
 #include <utility>
 #include <vector>
 
+#include "driver_api.h"
 #include "emo/runtime/clock_trigger.h"
 #include "plan_calls.h"
 
@@ -65,6 +66,7 @@ class SwitchMarks {
   // The next event of the calling thread's current context (created on first use); nullptr on error.
   std::pair<void*, void*> NextEvent();
 
+  CaptureCheck capture_;
   std::vector<bool> marked_;  // per launch call of the iteration
   PlanCalls calls_;
   CtxGetCurrentFn ctx_get_current_ = nullptr;
@@ -85,7 +87,7 @@ class SwitchMarks {
   void* waiting_context_ = nullptr;  // switching thread's current context
 
   std::atomic<uint64_t> exited_{0};  // launches that returned, + 1 for the latest seq seen
-  std::atomic<uint64_t> recorded_{0}, record_failed_{0}, unknown_stream_{0};
+  std::atomic<uint64_t> recorded_{0}, record_failed_{0}, unknown_stream_{0}, capturing_{0};
   std::atomic<uint64_t> completed_{0}, no_mark_{0}, gave_up_{0}, query_failed_{0};
   std::atomic<uint64_t> waited_ns_{0};
 };

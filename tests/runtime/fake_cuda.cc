@@ -113,6 +113,13 @@ int cuLaunchKernel(void* function, unsigned gx, unsigned gy, unsigned gz, unsign
   return 0;
 }
 
+// The program captures every stream into a graph while $FAKE_CUDA_CAPTURING is set.
+int cuStreamIsCapturing(void* stream, int* status) {
+  (void)stream;
+  *status = std::getenv("FAKE_CUDA_CAPTURING") != nullptr ? 1 : 0;  // ACTIVE : NONE
+  return 0;
+}
+
 int cuCtxSetCurrent(void* context) { return context == &g_context ? 0 : 201; }  // CUDA_ERROR_INVALID_CONTEXT
 
 int cuEventCreate(void** event, unsigned flags) {

@@ -880,6 +880,40 @@ TEST_F(InjectRunTest, AOnePackPlanRecordsNoEventsOnTheGpu) {
   EXPECT_EQ(meta["run.switch_marks_recorded"], "0");
 }
 
+// While the program captures its streams into a CUDA graph, nothing is added to them: a spin or
+// an event would become part of its graph. The switches are made at once instead.
+TEST_F(InjectRunTest, NothingIsAddedToAStreamTheProgramIsCapturing) {
+  auto env = Env("emulate");
+  std::string schedule = RunSchedule("emulate", (dir_ / "switches.jsonl").string());
+  schedule.replace(schedule.find("pack 0 -1 1200\npack 3 2 1500\n"), std::string::npos,
+                   "pack 0 -1 1200 gpu\npack 3 2 1500 gpu\nspin 1 30000\n");
+  std::ofstream(dir_ / "schedule") << schedule;
+  const std::filesystem::path log = dir_ / "cuda.log";
+  env["FAKE_CUDA_LOG"] = log.string();
+  env["FAKE_CUDA_CAPTURING"] = "1";
+  const ChildResult r = RunChild(env, [](const Hooks& h) {
+    Loop loop(h);
+    h.create_context(0);
+    for (int iteration = 0; iteration < 40; ++iteration) {
+      for (int i = 0; i < 5; ++i) {
+        loop.Launch(i);
+        std::this_thread::sleep_for(std::chrono::milliseconds(1));
+      }
+    }
+  });
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  const std::string cuda = ReadText(log);
+  EXPECT_EQ(cuda.find("launch "), std::string::npos) << cuda;
+  EXPECT_EQ(cuda.find("record "), std::string::npos) << cuda;
+  auto meta = Meta(Read("0"));
+  EXPECT_EQ(meta["run.followed"], "1");
+  EXPECT_EQ(meta["run.emulate_spins"], "0");
+  EXPECT_GT(std::stoll(meta["run.emulate_capturing"]), 10);
+  EXPECT_EQ(meta["run.switch_marks_recorded"], "0");
+  EXPECT_GT(std::stoll(meta["run.switch_marks_capturing"]), 10);
+  EXPECT_GT(std::stoll(meta["run.switches_applied"]), 10);  // made at once, the marks missing
+}
+
 // A spin that cannot be launched stops the emulation, said once; the program runs on.
 TEST_F(InjectRunTest, EmulateStopsAtAFailedSpinLaunchAndSaysSoOnce) {
   auto env = Env("emulate");
