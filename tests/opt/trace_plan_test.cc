@@ -213,7 +213,7 @@ TEST(LaunchAnchorsTest, SpinsAddThePlansExtraTimeAndNeverCarryItPastAWait) {
   size_t short_spins = 0;
   for (const auto& s : anchors.spins) short_spins += s.ns < policy::kSpinMinNs;
   EXPECT_LE(short_spins, waited + a->trace->streams.size());
-  // Without the flush before waits, the 3 us extras would be carried to 20 us: strictly fewer
+  // Without the flush before waits, the 3 us extras would be carried to 100 us: strictly fewer
   // spins than ops, and more than one (the waits cut the carry).
   EXPECT_GT(anchors.spins.size(), 1u);
   EXPECT_LT(anchors.spins.size(), packs[0].ops.size());

@@ -47,9 +47,11 @@ struct LaunchAnchors {
 
 inline constexpr int64_t kNoCall = std::numeric_limits<int64_t>::min();
 
-// Spins shorter than this are carried to a later op of the pack on the stream: a spin costs a
-// launch on the CPU (a few us) and a kernel's start on the GPU (about 1 us).
-inline constexpr int64_t kSpinMinNs = 20'000;
+// Spins shorter than this are carried to a later op of the pack on the stream: a spin costs its
+// launch on the CPU (about 5 us measured on the H200, emulate.sh's run.emulate_launch_ns over
+// run.emulate_spins) and a kernel's start on the GPU (about 1 us); carried to 100 us, that cost
+// stays under 5 % of the time it adds (at 20 us it was a quarter, 4.5-5.8 % of a CPU-bound step).
+inline constexpr int64_t kSpinMinNs = 100'000;
 
 // The anchors of `packs` (one device's, in time order) in the steady iteration of `a`.
 LaunchAnchors AnchorPacks(const analysis::TraceAnalysis& a, const std::vector<const opt::PlannedPack*>& packs,
