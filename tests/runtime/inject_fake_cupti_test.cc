@@ -486,6 +486,31 @@ class InjectRunTest : public InjectFakeCuptiTest {
             {"FAKE_NVML_STATE", (dir_ / "nvml.state").string()},
             {"TEST_FAKE_CUDA", "1"}};
   }
+  // Env(actuator) with the schedule's packs replaced by `packs` (schedule lines), and the stand-in
+  // driver logging to cuda_log().
+  std::map<std::string, std::string> EnvWithPacks(const std::string& actuator, const std::string& packs) {
+    auto env = Env(actuator);
+    std::string schedule = RunSchedule(actuator, (dir_ / "switches.jsonl").string());
+    schedule.replace(schedule.find("pack 0 -1 1200\n"), std::string::npos, packs);
+    std::ofstream(dir_ / "schedule") << schedule;
+    env["FAKE_CUDA_LOG"] = cuda_log().string();
+    return env;
+  }
+  std::filesystem::path cuda_log() const { return dir_ / "cuda.log"; }
+  // A child running `iterations` of the 5-launch loop, 1 ms between launches.
+  ChildResult RunLoop(const std::map<std::string, std::string>& env, int iterations) {
+    return RunChild(env, [iterations](const Hooks& h) {
+      Loop loop(h);
+      h.create_context(0);
+      for (int iteration = 0; iteration < iterations; ++iteration) {
+        for (int i = 0; i < 5; ++i) {
+          loop.Launch(i);
+          std::this_thread::sleep_for(std::chrono::milliseconds(1));
+        }
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));  // the GPU catches up
+    });
+  }
   // Calls the fake NVML logged after nvmlInit: "Set <MHz>" or "Reset".
   std::vector<std::string> ControlCalls() const {
     std::vector<std::string> calls;
@@ -780,25 +805,10 @@ TEST_F(InjectRunTest, ATracedWindowSetsEachSwitchAgainstItsPacksStartOnTheGpu) {
 // on their streams, and each pack switch is made only once the stand-in driver reports its event
 // complete (20 ms after the record: a GPU 20 ms behind the CPU), in order, none coalesced.
 TEST_F(InjectRunTest, SwitchesOnTheGpuWaitForTheOpBeforeThePackInOrder) {
-  auto env = Env("dry-run");
-  std::string schedule = RunSchedule("dry-run", (dir_ / "switches.jsonl").string());
-  schedule.replace(schedule.find("pack 0 -1 1200\npack 3 2 1500\n"), std::string::npos,
-                   "pack 0 -1 1200 gpu\npack 3 2 1500 gpu\n");
-  std::ofstream(dir_ / "schedule") << schedule;
-  const std::filesystem::path log = dir_ / "cuda.log";
-  env["FAKE_CUDA_LOG"] = log.string();
+  auto env = EnvWithPacks("dry-run", "pack 0 -1 1200 gpu\npack 3 2 1500 gpu\n");
+  const std::filesystem::path log = cuda_log();
   env["FAKE_CUDA_EVENT_MS"] = "20";
-  const ChildResult r = RunChild(env, [](const Hooks& h) {
-    Loop loop(h);
-    h.create_context(0);
-    for (int iteration = 0; iteration < 80; ++iteration) {
-      for (int i = 0; i < 5; ++i) {
-        loop.Launch(i);
-        std::this_thread::sleep_for(std::chrono::milliseconds(1));
-      }
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(100));  // the GPU catches up
-  });
+  const ChildResult r = RunLoop(env, 80);
   EXPECT_EQ(r.exit_code, 0) << r.err;
   EXPECT_TRUE(ControlCalls().empty());
   // Events only behind calls 2 and 4, on their streams.
@@ -856,22 +866,8 @@ TEST_F(InjectRunTest, SwitchesOnTheGpuWaitForTheOpBeforeThePackInOrder) {
 // A one-pack plan switches once, at once: no event is ever recorded for it (every later switch
 // to the same clock would be skipped).
 TEST_F(InjectRunTest, AOnePackPlanRecordsNoEventsOnTheGpu) {
-  auto env = Env("dry-run");
-  std::string schedule = RunSchedule("dry-run", (dir_ / "switches.jsonl").string());
-  schedule.replace(schedule.find("pack 0 -1 1200\n"), std::string::npos, "pack 0 -1 1200 gpu\n");
-  std::ofstream(dir_ / "schedule") << schedule;
-  const std::filesystem::path log = dir_ / "cuda.log";
-  env["FAKE_CUDA_LOG"] = log.string();
-  const ChildResult r = RunChild(env, [](const Hooks& h) {
-    Loop loop(h);
-    h.create_context(0);
-    for (int iteration = 0; iteration < 40; ++iteration) {
-      for (int i = 0; i < 5; ++i) {
-        loop.Launch(i);
-        std::this_thread::sleep_for(std::chrono::milliseconds(1));
-      }
-    }
-  });
+  const std::filesystem::path log = cuda_log();
+  const ChildResult r = RunLoop(EnvWithPacks("dry-run", "pack 0 -1 1200 gpu\n"), 40);
   EXPECT_EQ(r.exit_code, 0) << r.err;
   EXPECT_EQ(ReadText(log).find("record "), std::string::npos) << ReadText(log);
   auto meta = Meta(Read("0"));
@@ -883,24 +879,10 @@ TEST_F(InjectRunTest, AOnePackPlanRecordsNoEventsOnTheGpu) {
 // While the program captures its streams into a CUDA graph, nothing is added to them: a spin or
 // an event would become part of its graph. The switches are made at once instead.
 TEST_F(InjectRunTest, NothingIsAddedToAStreamTheProgramIsCapturing) {
-  auto env = Env("emulate");
-  std::string schedule = RunSchedule("emulate", (dir_ / "switches.jsonl").string());
-  schedule.replace(schedule.find("pack 0 -1 1200\npack 3 2 1500\n"), std::string::npos,
-                   "pack 0 -1 1200 gpu\npack 3 2 1500 gpu\nspin 1 30000\n");
-  std::ofstream(dir_ / "schedule") << schedule;
-  const std::filesystem::path log = dir_ / "cuda.log";
-  env["FAKE_CUDA_LOG"] = log.string();
+  auto env = EnvWithPacks("emulate", "pack 0 -1 1200 gpu\npack 3 2 1500 gpu\nspin 1 30000\n");
+  const std::filesystem::path log = cuda_log();
   env["FAKE_CUDA_CAPTURING"] = "1";
-  const ChildResult r = RunChild(env, [](const Hooks& h) {
-    Loop loop(h);
-    h.create_context(0);
-    for (int iteration = 0; iteration < 40; ++iteration) {
-      for (int i = 0; i < 5; ++i) {
-        loop.Launch(i);
-        std::this_thread::sleep_for(std::chrono::milliseconds(1));
-      }
-    }
-  });
+  const ChildResult r = RunLoop(env, 40);
   EXPECT_EQ(r.exit_code, 0) << r.err;
   const std::string cuda = ReadText(log);
   EXPECT_EQ(cuda.find("launch "), std::string::npos) << cuda;
