@@ -14,7 +14,6 @@ namespace emo::runtime {
 class PlanCalls {
  public:
   void SetCallsPerIteration(uint64_t calls) { calls_ = calls; }
-  uint64_t calls_per_iteration() const { return calls_; }
   // The plan is in force from launch `from_seq` on (an iteration's first launch), or (`active`
   // false) not at all. True when this turned it on.
   bool Publish(bool active, uint64_t from_seq) {

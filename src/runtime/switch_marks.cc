@@ -1,6 +1,7 @@
 #include "switch_marks.h"
 
 #include "driver_api.h"
+#include "emo/runtime/actuator.h"
 #include "trace_writer.h"
 
 #include <time.h>
@@ -11,12 +12,6 @@ namespace {
 constexpr int kCudaSuccess = 0;
 constexpr int kCudaErrorNotReady = 600;
 constexpr unsigned kEventDisableTiming = 0x2;  // CU_EVENT_DISABLE_TIMING: the lightest event
-
-int64_t MonotonicNowNs() {
-  timespec t{};
-  clock_gettime(CLOCK_MONOTONIC, &t);
-  return t.tv_sec * 1'000'000'000LL + t.tv_nsec;
-}
 
 void Pause() {
   const timespec t{0, 20'000};
@@ -112,7 +107,7 @@ void SwitchMarks::AfterLaunch(uint64_t seq, void* stream, bool stream_known) {
 }
 
 SwitchMarks::Outcome SwitchMarks::WaitFor(uint64_t seq, const std::function<bool()>& give_up) {
-  const int64_t start = MonotonicNowNs();
+  const int64_t start = MonotonicNs();
   Mark mark;
   while (true) {
     const bool returned = exited_.load(std::memory_order_acquire) > seq;
@@ -144,7 +139,7 @@ SwitchMarks::Outcome SwitchMarks::WaitFor(uint64_t seq, const std::function<bool
     const int rc = event_query_(mark.event);
     if (rc == kCudaSuccess) {
       completed_.fetch_add(1, std::memory_order_relaxed);
-      waited_ns_.fetch_add(static_cast<uint64_t>(MonotonicNowNs() - start), std::memory_order_relaxed);
+      waited_ns_.fetch_add(static_cast<uint64_t>(MonotonicNs() - start), std::memory_order_relaxed);
       return Outcome::kCompleted;
     }
     if (rc != kCudaErrorNotReady) {

@@ -611,7 +611,7 @@ void Tracer::OnLaunch(CUpti_CallbackDomain domain, CUpti_CallbackId cbid, const 
 // call it is made in (CUDA 13's __cudaLaunchKernel has no parameter struct); at the exit of the
 // outermost call the launch is enqueued and the follower may add a spin or an event behind it.
 void Tracer::AfterLaunch(CUpti_CallbackDomain domain, CUpti_CallbackId cbid, const CUpti_CallbackData* data,
-                     CallSite site) {
+                         CallSite site) {
   if (data->callbackSite == CUPTI_API_ENTER) {
     if (domain == CUPTI_CB_DOMAIN_DRIVER_API) t_driver_stream = LaunchStream(domain, cbid, data, &t_driver_stream_known);
     if (site == CallSite::kOutermostEntry && domain == CUPTI_CB_DOMAIN_RUNTIME_API) t_driver_stream_known = false;
