@@ -45,7 +45,15 @@ class RunCliTest : public ::testing::Test {
     for (const char* v : {"EMO_INJECT_LIB", "EMO_NVML_LIBRARY", "FAKE_NVML_GPUS", "FAKE_NVML_STATE", "FAKE_NVML_LOG"}) {
       unsetenv(v);
     }
-    fs::remove_all(dir_);
+    // The watchdog of a killed emo (its own session) may still be appending to the fake NVML's log
+    // here for a moment after the reset the test waited for: retry.
+    for (int tries = 0; tries < 50; ++tries) {
+      std::error_code error;
+      fs::remove_all(dir_, error);
+      if (!error) return;
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+    fs::remove_all(dir_);  // still failing: say why
   }
   std::string State() const { return dir_ + "/nvml.state"; }
   // A program that does what the injection library does before its first lock: journal the GPU,
@@ -77,7 +85,6 @@ class RunCliTest : public ::testing::Test {
     }
     return pid;
   }
-
   std::string dir_, policy_;
 };
 
