@@ -33,6 +33,7 @@ bool SwitchMarks::Configure(const ScheduleGpu& gpu, std::string* error) {
   ctx_get_current_ = DriverFunction<CtxGetCurrentFn>("cuCtxGetCurrent");
   ctx_set_current_ = DriverFunction<CtxSetCurrentFn>("cuCtxSetCurrent");
   event_create_ = DriverFunction<EventCreateFn>("cuEventCreate");
+  event_destroy_ = DriverFunction<EventDestroyFn>("cuEventDestroy_v2");
   event_record_ = DriverFunction<EventRecordFn>("cuEventRecord");
   event_query_ = DriverFunction<EventQueryFn>("cuEventQuery");
   if (ctx_get_current_ == nullptr || ctx_set_current_ == nullptr || event_create_ == nullptr ||
@@ -69,14 +70,19 @@ std::pair<void*, void*> SwitchMarks::NextEvent() {
     for (size_t i = 0; i < kEvents; ++i) {
       void* event = nullptr;
       if (const int rc = event_create_(&event, kEventDisableTiming); rc != kCudaSuccess) {
-        error_ = "cuEventCreate returned " + std::to_string(rc);
-        return {nullptr, nullptr};
+        error_ = "cuEventCreate returned " + std::to_string(rc) + " after " + std::to_string(i) + " events";
+        if (event_destroy_ != nullptr) {
+          for (void* made : fresh.events) event_destroy_(made);
+        }
+        fresh.events.clear();
+        break;
       }
       fresh.events.push_back(event);
     }
     pools_.push_back(std::move(fresh));
     pool = &pools_.back();
   }
+  if (pool->events.empty()) return {nullptr, nullptr};
   void* event = pool->events[pool->next++ % kEvents];
   return {event, context};
 }

@@ -53,6 +53,7 @@ class SwitchMarks {
   using CtxGetCurrentFn = int (*)(void**);
   using CtxSetCurrentFn = int (*)(void*);
   using EventCreateFn = int (*)(void**, unsigned);
+  using EventDestroyFn = int (*)(void*);
   using EventRecordFn = int (*)(void*, void*);
   using EventQueryFn = int (*)(void*);
 
@@ -63,7 +64,9 @@ class SwitchMarks {
   };
   static constexpr size_t kEvents = 64;  // per context, reused in turn; marks are a few per iteration
 
-  // The next event of the calling thread's current context (created on first use); nullptr on error.
+  // The next event of the calling thread's current context (its pool created on first use);
+  // nullptr on error. A context whose pool could not be made whole is not tried again (the events
+  // made are destroyed): its marks fail at once and their switches are made at their calls.
   std::pair<void*, void*> NextEvent();
 
   CaptureCheck capture_;
@@ -72,13 +75,14 @@ class SwitchMarks {
   CtxGetCurrentFn ctx_get_current_ = nullptr;
   CtxSetCurrentFn ctx_set_current_ = nullptr;
   EventCreateFn event_create_ = nullptr;
+  EventDestroyFn event_destroy_ = nullptr;  // optional: only to give back a pool made in part
   EventRecordFn event_record_ = nullptr;
   EventQueryFn event_query_ = nullptr;
 
   mutable std::mutex mutex_;  // guards pools_, marks_, error_
   struct Pool {
     void* context = nullptr;
-    std::vector<void*> events;
+    std::vector<void*> events;  // empty: creating them failed
     size_t next = 0;
   };
   std::vector<Pool> pools_;

@@ -122,11 +122,32 @@ int cuStreamIsCapturing(void* stream, int* status) {
 
 int cuCtxSetCurrent(void* context) { return context == &g_context ? 0 : 201; }  // CUDA_ERROR_INVALID_CONTEXT
 
+// With $FAKE_CUDA_EVENTS set, only that many events can be created; a refusal is logged as
+// "create refused", an event destroyed as "destroy <event>".
 int cuEventCreate(void** event, unsigned flags) {
-  std::lock_guard<std::mutex> lock(g_log_mutex);
-  if (flags != 0x2 || g_event_count == 1024) return 1;  // the marks ask for CU_EVENT_DISABLE_TIMING
-  g_events[g_event_count].used = true;
-  *event = &g_events[g_event_count++];
+  {
+    std::lock_guard<std::mutex> lock(g_log_mutex);
+    const char* most = std::getenv("FAKE_CUDA_EVENTS");
+    const size_t limit = most != nullptr ? static_cast<size_t>(std::atoi(most)) : 1024;
+    if (flags != 0x2) return 1;  // CUDA_ERROR_INVALID_VALUE: the marks ask for CU_EVENT_DISABLE_TIMING
+    if (g_event_count < limit && g_event_count < 1024) {
+      g_events[g_event_count].used = true;
+      *event = &g_events[g_event_count++];
+      return 0;
+    }
+  }
+  Log("create refused\n");
+  return 2;  // CUDA_ERROR_OUT_OF_MEMORY
+}
+
+int cuEventDestroy_v2(void* event) {
+  auto* e = static_cast<FakeEvent*>(event);
+  {
+    std::lock_guard<std::mutex> lock(g_log_mutex);
+    if (e < g_events || e >= g_events + g_event_count || !e->used) return 400;
+    e->used = false;
+  }
+  Log("destroy %p\n", event);
   return 0;
 }
 
@@ -134,7 +155,7 @@ int cuEventRecord(void* event, void* stream) {
   auto* e = static_cast<FakeEvent*>(event);
   {
     std::lock_guard<std::mutex> lock(g_log_mutex);
-    if (e < g_events || e >= g_events + g_event_count) return 400;
+    if (e < g_events || e >= g_events + g_event_count || !e->used) return 400;
     e->stream = stream;
     e->recorded = std::chrono::steady_clock::now();
     e->recorded_once = true;

@@ -876,6 +876,31 @@ TEST_F(InjectRunTest, AOnePackPlanRecordsNoEventsOnTheGpu) {
   EXPECT_EQ(meta["run.switch_marks_recorded"], "0");
 }
 
+// A driver that runs out of events while the pool is made: the events made are given back, the
+// context is not tried again on every marked launch, and each switch is made at its call.
+TEST_F(InjectRunTest, APoolOfEventsThatCannotBeMadeIsGivenBackAndNotRetried) {
+  auto env = EnvWithPacks("dry-run", "pack 0 -1 1200 gpu\npack 3 2 1500 gpu\n");
+  const std::filesystem::path log = cuda_log();
+  env["FAKE_CUDA_EVENTS"] = "10";
+  const ChildResult r = RunLoop(env, 40);
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  int refused = 0, destroyed = 0, recorded = 0;
+  for (const std::string& line : Lines(ReadText(log))) {
+    refused += line == "create refused";
+    destroyed += line.rfind("destroy ", 0) == 0;
+    recorded += line.rfind("record ", 0) == 0;
+  }
+  EXPECT_EQ(refused, 1);
+  EXPECT_EQ(destroyed, 10);
+  EXPECT_EQ(recorded, 0);
+  auto meta = Meta(Read("0"));
+  EXPECT_EQ(meta["run.followed"], "1");
+  EXPECT_EQ(meta["run.switch_marks_recorded"], "0");
+  EXPECT_GT(std::stoll(meta["run.switch_marks_record_failed"]), 10);
+  EXPECT_EQ(meta["run.switch_marks_error"], "cuEventCreate returned 2 after 10 events");
+  EXPECT_GT(std::stoll(meta["run.switches_applied"]), 10);  // made at their calls
+}
+
 // While the program captures its streams into a CUDA graph, nothing is added to them: a spin or
 // an event would become part of its graph. The switches are made at once instead.
 TEST_F(InjectRunTest, NothingIsAddedToAStreamTheProgramIsCapturing) {
