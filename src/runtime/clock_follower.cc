@@ -7,6 +7,7 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 
 #include <cerrno>
@@ -37,6 +38,13 @@ bool ClockFollower::Load(const std::string& schedule_path, std::string* error) {
   if (actuator_ == nullptr) return false;
   if (schedule_.actuator == "emulate") emulator_ = std::make_unique<Emulator>();
   if (SwitchMarks::Wanted(schedule_)) marks_ = std::make_unique<SwitchMarks>();
+  may_follow_by_anchor_ = emulator_ == nullptr;
+  for (const auto& g : schedule_.gpus) {
+    if (!g.spins.empty()) may_follow_by_anchor_ = false;
+    for (const auto& p : g.packs) {
+      if (p.mhz != g.packs.front().mhz) may_follow_by_anchor_ = false;
+    }
+  }
   if (const char* rank = std::getenv("RANK"); rank != nullptr && *rank != '\0') rank_ = std::atoi(rank);
   if (const char* pid = std::getenv(kRunPidEnv); pid != nullptr && *pid != '\0') emo_pid_ = std::atoi(pid);
   return true;
@@ -58,6 +66,42 @@ void ClockFollower::OnDevice(uint32_t ordinal) {
 
 void ClockFollower::OnLaunch(uint64_t position, uint64_t seq, int64_t time_ns,
                              const std::vector<LaunchIteration>& completed, bool locked) {
+  shifted_ = completed;
+  for (LaunchIteration& it : shifted_) {
+    it.first_launch += position_base_;
+    next_loop_index_ = std::max(next_loop_index_, it.loop_index + 1);
+  }
+  Follow(position + position_base_, seq, time_ns, shifted_, locked, /*at_once=*/false);
+}
+
+bool ClockFollower::SettledForAnchor() const {
+  return may_follow_by_anchor_ && ready_.load(std::memory_order_acquire) && trigger_->plan_in_force() &&
+         trigger_->current_mhz() != 0;
+}
+
+void ClockFollower::OnAnchoredIteration(int64_t start_ns, int64_t end_ns) {
+  if (!ready_.load(std::memory_order_acquire)) return;
+  LaunchIteration it;
+  it.loop_index = next_loop_index_++;
+  it.first_launch = next_position_;
+  it.launches = static_cast<uint32_t>(plan_->calls_per_iteration);
+  it.start_ns = start_ns;
+  it.end_ns = end_ns;
+  ++anchored_iterations_;
+  const uint64_t next = it.first_launch + it.launches;
+  shifted_.assign(1, it);
+  Follow(next, next, end_ns, shifted_, /*locked=*/true, /*at_once=*/true);
+  next_position_ = next;  // the made-up launch at `next` is the next iteration's first
+}
+
+void ClockFollower::OnAnchorLost() {
+  position_base_ = next_position_;
+  ++anchors_lost_;
+}
+
+void ClockFollower::Follow(uint64_t position, uint64_t seq, int64_t time_ns,
+                           const std::vector<LaunchIteration>& completed, bool locked, bool at_once) {
+  next_position_ = std::max(next_position_, position + 1);
   if (!ready_.load(std::memory_order_acquire)) {
     if (no_plan_.load(std::memory_order_acquire) && !told_no_plan_) {
       told_no_plan_ = true;
@@ -90,6 +134,7 @@ void ClockFollower::OnLaunch(uint64_t position, uint64_t seq, int64_t time_ns,
     }
     for (ClockTrigger::Switch& s : due_) {
       s.seq = s.position + offset;
+      if (at_once) s.on_gpu = false;  // no launch to wait for: the callbacks are off
       if (!s.on_gpu) interrupt_.store(true, std::memory_order_release);
       if (s.mhz == 0 || s.pack < 0 || switch_times_.size() >= kMaxSwitchTimes) continue;
       s.tag = static_cast<uint32_t>(switch_times_.size()) + 1;
@@ -343,6 +388,10 @@ std::string ClockFollower::Stop() {
     std::string spans;
     for (const auto& [from, to] : plan_spans_) spans += (spans.empty() ? "" : ",") + std::to_string(from) + ":" + std::to_string(to);
     put("plan_spans_ns", spans);
+  }
+  if (may_follow_by_anchor_) {
+    put("anchored_iterations", std::to_string(anchored_iterations_));
+    put("anchors_lost", std::to_string(anchors_lost_));
   }
   if (emulator_) m += emulator_->Meta();
   if (marks_) {

@@ -46,6 +46,19 @@ class ClockFollower {
   // `seq` is the same launch's number as the application thread counted it (Emulator).
   void OnLaunch(uint64_t position, uint64_t seq, int64_t time_ns, const std::vector<LaunchIteration>& completed,
                 bool locked);
+  // Anchored following (the tracer's launch callbacks off, iterations timed by a host call the loop
+  // makes a fixed number of times: AnchorFollower). Only for a plan that needs no launch after its
+  // first lock: every GPU's packs at one clock, nothing to emulate. Fixed by Load.
+  bool may_follow_by_anchor() const { return may_follow_by_anchor_; }
+  // Control thread: whether the launch callbacks may go off now (the plan's clock asked for and in
+  // force; the guard not timing the default clock).
+  bool SettledForAnchor() const;
+  // Control thread: an iteration between anchor calls, while the launch callbacks are off. It
+  // stands for the plan's calls per iteration: the guard times it, a probe or the plan's lock is
+  // made at once at its end.
+  void OnAnchoredIteration(int64_t start_ns, int64_t end_ns);
+  // Control thread: the tracer gave the anchor up; its launch positions start again from 0.
+  void OnAnchorLost();
   // Whether the launch-exit callbacks hand each launch to AfterLaunch (emulate, or switches on the
   // GPU); fixed by Load, before the callbacks start.
   bool wants_launch_exits() const { return emulator_ != nullptr || marks_ != nullptr; }
@@ -58,6 +71,9 @@ class ClockFollower {
 
  private:
   void Run();
+  // OnLaunch in this follower's positions (which go on across the tracer's finders).
+  void Follow(uint64_t position, uint64_t seq, int64_t time_ns, const std::vector<LaunchIteration>& completed,
+              bool locked, bool at_once);
   // Switching thread: identifies the GPU, checks it against the plan, opens the actuator.
   bool Attach(uint32_t ordinal);
   void Apply(const ClockTrigger::Switch& s);
@@ -126,6 +142,15 @@ class ClockFollower {
   std::vector<uint32_t> awaiting_;
   static constexpr uint64_t kLaunchTimesKept = 4096;
   std::vector<int64_t> launch_times_ = std::vector<int64_t>(kLaunchTimesKept, -1);
+  // Control thread's, for anchored following: the launch position the tracer's current finder
+  // counts from, the next position not yet followed, and the anchored iterations made up.
+  bool may_follow_by_anchor_ = false;
+  uint64_t position_base_ = 0;
+  uint64_t next_position_ = 0;
+  uint64_t next_loop_index_ = 0;
+  uint64_t anchored_iterations_ = 0;
+  uint64_t anchors_lost_ = 0;
+  std::vector<LaunchIteration> shifted_;  // scratch
   bool journaled_ = false;
   bool stopped_ = false;
 };

@@ -423,7 +423,9 @@ bool Tracer::Start(const InjectConfig& config, std::string* error) {
     clock_follower_ = std::make_unique<ClockFollower>();
     std::string why;
     if (clock_follower_->Load(schedule, &why)) {
-      config_.anchor = 0;  // switches are placed by launch: the launch callbacks stay on
+      // Switches are placed by launch: the launch callbacks stay on, unless the plan needs no
+      // launch once its clock is in force.
+      if (!clock_follower_->may_follow_by_anchor()) config_.anchor = 0;
       if (clock_follower_->wants_launch_exits()) after_launch_ = clock_follower_.get();
     } else {
       std::fprintf(stderr, "emo run: %s; the clocks are left at the default\n", why.c_str());

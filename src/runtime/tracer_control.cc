@@ -104,6 +104,8 @@ void Tracer::DrainControl() {
 
 bool Tracer::MayStopLaunchCallbacks() const {
   if (config_.anchor == 0 || !launch_callbacks_on_) return false;
+  // `emo run` follows NVTX-timed loops by their launches, and others only once its plan is in force.
+  if (clock_follower_ && (nvtx_source_ || !clock_follower_->SettledForAnchor())) return false;
   if (!window_) return true;  // monitor mode
   // Trace mode: once the window is traced and the activities are off for good.
   return !activities_on_ && !api_on_ && !window_->windows().empty() && window_->windows().back().complete;
@@ -148,6 +150,7 @@ void Tracer::OnAnchorEvent(const LaunchEvent& e) {
     case AnchorFollower::Result::kIteration:
       WriteIteration(next_index_++, it.start_ns, it.end_ns, static_cast<uint32_t>(fmt::IterationSource::kAnchor),
                      follower_->choice().period, "");
+      if (clock_follower_) clock_follower_->OnAnchoredIteration(it.start_ns, it.end_ns);
       break;
     case AnchorFollower::Result::kLost:
       StopFollowingAnchor("an iteration between anchor calls was under half the loop's");
@@ -166,6 +169,7 @@ void Tracer::StopFollowingAnchor(const char* why) {
   loop_offset_ += finder_->loops();
   lost_offset_ += finder_->lost();
   finder_.emplace();
+  if (clock_follower_) clock_follower_->OnAnchorLost();
   SetLaunchCallbacks(true);
 }
 

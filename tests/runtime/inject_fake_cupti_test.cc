@@ -876,6 +876,82 @@ TEST_F(InjectRunTest, AOnePackPlanRecordsNoEventsOnTheGpu) {
   EXPECT_EQ(meta["run.switch_marks_recorded"], "0");
 }
 
+// A plan of one clock needs no launch once its clock is in force: the launch callbacks go off and
+// a call the loop makes once per iteration (here a stream sync) times the iterations. The guard
+// still re-times the default clock every 50 of them (a reset, five iterations, the lock again),
+// and when the anchor call stops, the launch callbacks come back, the clock falls back to the
+// default until the loop is found again, and is locked again then.
+TEST_F(InjectRunTest, AOneClockPlanIsFollowedByItsAnchorWithTheLaunchCallbacksOff) {
+  auto env = EnvWithPacks("nvml", "pack 0 -1 1200\n");
+  std::string schedule = ReadText(dir_ / "schedule");
+  schedule.replace(schedule.find("guard_pct 0"), 11, "guard_pct 5");
+  std::ofstream(dir_ / "schedule") << schedule;
+  const ChildResult r = RunChild(env, [](const Hooks& h) {
+    Loop loop(h);
+    h.create_context(0);
+    auto iteration = [&](bool sync) {
+      loop.Iteration();
+      if (sync) h.stream_sync();
+    };
+    // Until the launch callbacks go off: the loop found, five iterations timed for the guard, the
+    // lock, the anchor stable over 16 iterations (each iteration gives the tracer 2 ms to catch up).
+    int n = 0;
+    for (; n < 400 && (n < 24 || !h.wait_launch_callback(0, 2)); ++n) iteration(true);
+    if (n == 400) std::fprintf(stderr, "TEST: launch callbacks stayed on\n");
+    for (int k = 0; k < 130; ++k) {  // two probes of the guard, anchored
+      iteration(true);
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));  // each switch made before the next
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    loop.Advance(2'000'000'000);
+    if (!h.wait_launch_callback(1, kWaitMs)) std::fprintf(stderr, "TEST: launch callbacks stayed off\n");
+    for (int k = 0; k < 12; ++k) {
+      iteration(false);
+      std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    }
+  });
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.err.find("TEST:"), std::string::npos) << r.err;
+  auto meta = Meta(Read("0"));
+  EXPECT_EQ(meta["run.followed"], "1");
+  EXPECT_EQ(meta["iteration.anchor"], "cudaStreamSynchronize");
+  EXPECT_EQ(meta["anchor.follows"], "1");
+  EXPECT_GE(std::stoll(meta["run.anchored_iterations"]), 120);
+  EXPECT_EQ(meta["run.anchors_lost"], "1");
+  EXPECT_EQ(meta["run.guard_tripped"], "0");
+  EXPECT_GE(std::stoll(meta["run.guard_probes"]), 2);
+  EXPECT_GE(std::stoll(meta["run.fallbacks"]), 1);
+  // Lock, then reset and lock again for each probe and for the fallback, the reset at exit last.
+  const auto calls = ControlCalls();
+  ASSERT_GE(calls.size(), 2u * 4);
+  for (size_t i = 0; i < calls.size(); ++i) {
+    EXPECT_EQ(calls[i], i % 2 == 0 ? "Set 1200" : "Reset") << i;
+  }
+  EXPECT_EQ(calls.back(), "Reset");
+  // Launches were not followed while anchored.
+  EXPECT_LT(std::stoll(meta["launches.seen"]), 5 * 130);
+}
+
+// A plan of two clocks needs its launch calls: the launch callbacks stay on whatever anchor the
+// loop has.
+TEST_F(InjectRunTest, ATwoClockPlanKeepsFollowingEveryLaunch) {
+  const ChildResult r = RunChild(EnvWithPacks("dry-run", "pack 0 -1 1200\npack 3 2 1500\n"), [](const Hooks& h) {
+    Loop loop(h);
+    h.create_context(0);
+    for (int k = 0; k < 80; ++k) {
+      loop.Iteration();
+      h.stream_sync();
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+  });
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  auto meta = Meta(Read("0"));
+  EXPECT_EQ(meta["run.followed"], "1");
+  EXPECT_EQ(meta.count("iteration.anchor"), 0u);
+  EXPECT_EQ(meta.count("run.anchored_iterations"), 0u);
+  EXPECT_EQ(meta["launches.seen"], "400");
+}
+
 // A driver that runs out of events while the pool is made: the events made are given back, the
 // context is not tried again on every marked launch, and each switch is made at its call.
 TEST_F(InjectRunTest, APoolOfEventsThatCannotBeMadeIsGivenBackAndNotRetried) {
