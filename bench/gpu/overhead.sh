@@ -28,7 +28,10 @@
 #   WORKLOADS="train decode streams"   MODES="plain emo torchprof"  (also: monitor = `emo monitor`,
 #                      emo_noanchor = `emo trace` with EMO_TRACE_ANCHOR=0: launch callbacks to the end,
 #                      run = `emo run --actuator dry-run` under a policy made before the rounds from one
-#                      `emo trace` of the workload and `emo optimize --device h200`)
+#                      `emo trace` of the workload and `emo optimize --device h200`; run1 = the same
+#                      with that policy's packs all set to its first pack's clock: a plan of one clock,
+#                      which `emo run` follows by the loop's anchor call with the launch callbacks off;
+#                      run1_noanchor = run1 with EMO_TRACE_ANCHOR=0: every launch followed)
 #   EMO_WARMUP=50 EMO_ITERS=20         passed as `emo trace --warmup/--iterations` if it has them
 #   EMO_ANALYZE=1      also run `emo analyze TRACE --json` after each traced run (if the trace
 #                      gave no JSON with an untraced time); 0 to skip
@@ -109,6 +112,14 @@ make_policies() {
     timeout 120 "$EMO" optimize "$WORK/policy_$wl.emotrace" --device h200 --policy "$WORK/policy_$wl.json" \
       --json "$WORK/policy_$wl.optimize.json" >"$WORK/policy_$wl.optimize.out" 2>&1
     say "policy for $wl: rc $? ($(grep -c first_call "$WORK/policy_$wl.json" 2>/dev/null || echo 0) packs)"
+    "$SPY" - "$WORK/policy_$wl.json" "$WORK/policy_${wl}_one.json" <<'PYEOF' 2>&1 | tee -a "$log" >&2
+import json, sys
+p = json.load(open(sys.argv[1]))
+for g in p["gpus"]:
+    for pack in g["packs"]:
+        pack["clock_mhz"] = g["packs"][0]["clock_mhz"]
+json.dump(p, open(sys.argv[2], "w"), indent=1)
+PYEOF
   done
 }
 
@@ -129,9 +140,12 @@ run_one() {
       cmd+=(--torch-profiler "$WORK/torchprof/$name.json") ;;
     monitor)
       cmd=("$EMO" monitor --json "$base.monitor.json" -- "${cmd[@]}") ;;
-    run)
-      [[ -s "$WORK/policy_$wl.json" ]] || { say "$name: no policy"; return 0; }
-      cmd=("$EMO" run --policy "$WORK/policy_$wl.json" --actuator dry-run --switch-log "$base.switches.jsonl"
+    run|run1|run1_noanchor)
+      local policy="$WORK/policy_$wl.json" e=()
+      [[ $mode == run1* ]] && policy="$WORK/policy_${wl}_one.json"
+      [[ $mode == run1_noanchor ]] && e=(env EMO_TRACE_ANCHOR=0)
+      [[ -s "$policy" ]] || { say "$name: no policy"; return 0; }
+      cmd=("${e[@]}" "$EMO" run --policy "$policy" --actuator dry-run --switch-log "$base.switches.jsonl"
            --json "$base.run.json" -- "${cmd[@]}") ;;
     *) say "unknown mode $mode"; return 1 ;;
   esac
@@ -155,7 +169,7 @@ run_one() {
 }
 
 # ---------------------------------------------------------------- interleaved rounds
-[[ " $MODES " == *" run "* ]] && make_policies
+[[ " $MODES " == *" run"* ]] && make_policies
 read -ra wls <<<"$WORKLOADS"
 read -ra modes <<<"$MODES"
 rounds_done=0

@@ -31,7 +31,8 @@ import re
 import statistics
 
 EMO_MODES = ("emo", "emo_noanchor")  # emo_noanchor: `emo trace` with EMO_TRACE_ANCHOR=0
-RUN_RE = re.compile(r"^(?P<wl>.+)_(?P<mode>plain|emo_noanchor|emo|torchprof|monitor|run)_r(?P<round>\d+)$")
+RUN_MODES = ("run", "run1", "run1_noanchor")
+RUN_RE = re.compile(r"^(?P<wl>.+)_(?P<mode>plain|emo_noanchor|emo|torchprof|monitor|run1_noanchor|run1|run)_r(?P<round>\d+)$")
 UNIT_MS = {"ns": 1e-6, "us": 1e-3, "µs": 1e-3, "ms": 1.0, "s": 1e3}
 
 
@@ -148,7 +149,7 @@ def collect(work, emo_warmup, emo_iters):
                 rec["emo"]["outside_median_step_ms"] = med(outside)
         if m["mode"] == "monitor":
             rec["monitor_json"] = load_json(base + ".monitor.json")
-        if m["mode"] == "run":  # `emo run --actuator dry-run`: how the policy was followed, and its log
+        if m["mode"] in RUN_MODES:  # `emo run --actuator dry-run`: how the policy was followed, and its log
             j = load_json(base + ".run.json") or {}
             rec["policy_run"] = [t.get("policy_run") for t in j.get("traces", [])]
             rec["emo_untraced_step_ms"] = [(t.get("step_time_ms") or {}).get("untraced") for t in j.get("traces", [])]
@@ -232,23 +233,27 @@ def summarize(runs, meta):
                             "failed_runs": sum(1 for r in mon if r["rc"] != 0 or not r["program"])}
         p = w["plain"]["median_step_ms"]["median"]
         rat = {}
-        run = modes.get("run", [])
-        if run:  # the actuator's own cost: emo run (dry-run) against plain and against emo monitor
-            w["run"] = {"median_step_ms": agg(run, "median_step_ms"),
-                        "energy_per_step_j": agg(run, "energy_per_step_j"),
-                        "policy_run": [r.get("policy_run") for r in run],
-                        "emo_untraced_step_ms": [r.get("emo_untraced_step_ms") for r in run],
-                        "switch_log": [r.get("switch_log") for r in run],
-                        "failed_runs": sum(1 for r in run if r["rc"] != 0 or not r["program"])}
-            rat["run_over_plain"] = ratio(w["run"]["median_step_ms"]["median"], p)
-            paired = {}
-            for r in run:
-                mate = [q for q in plain if q["round"] == r["round"] and q["program"] and r["program"]]
-                if mate:
-                    paired[r["round"]] = r["program"]["median_step_ms"] / mate[0]["program"]["median_step_ms"]
-            rat["run_over_plain_paired_median"] = med(list(paired.values()))
+        for key in RUN_MODES:  # the actuator's own cost: emo run (dry-run) against plain and against emo monitor
+            run = modes.get(key, [])
+            if not run:
+                continue
+            w[key] = {"median_step_ms": agg(run, "median_step_ms"),
+                      "energy_per_step_j": agg(run, "energy_per_step_j"),
+                      "policy_run": [r.get("policy_run") for r in run],
+                      "emo_untraced_step_ms": [r.get("emo_untraced_step_ms") for r in run],
+                      "switch_log": [r.get("switch_log") for r in run],
+                      "failed_runs": sum(1 for r in run if r["rc"] != 0 or not r["program"])}
+            rat[f"{key}_over_plain"] = ratio(w[key]["median_step_ms"]["median"], p)
+            for other, name in (("plain", "plain"), ("monitor", "monitor")):
+                paired = {}
+                for r in run:
+                    mate = [q for q in modes.get(other, []) if q["round"] == r["round"] and q["program"] and r["program"]]
+                    if mate:
+                        paired[r["round"]] = r["program"]["median_step_ms"] / mate[0]["program"]["median_step_ms"]
+                rat[f"{key}_over_{name}_paired_median"] = med(list(paired.values()))
+                rat[f"{key}_over_{name}_paired"] = paired
             if "monitor" in w:
-                rat["run_over_monitor"] = ratio(w["run"]["median_step_ms"]["median"], w["monitor"]["median_step_ms"]["median"])
+                rat[f"{key}_over_monitor"] = ratio(w[key]["median_step_ms"]["median"], w["monitor"]["median_step_ms"]["median"])
         for key in EMO_MODES:
             if key not in w:
                 continue

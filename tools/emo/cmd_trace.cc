@@ -228,7 +228,7 @@ int RunWithPolicy(RunArgs args) {
   args.trace.launch.mode = traced ? "trace" : "monitor";
   if (traced) args.trace.launch.output = args.trace_output;
   args.trace.launch.extra_env = {"EMO_RUN_SCHEDULE=" + schedule, "EMO_RUN_JOURNAL=" + journal,
-                                 fmt::format("EMO_RUN_PID={}", getpid()), "EMO_TRACE_ANCHOR=0"};
+                                 fmt::format("EMO_RUN_PID={}", getpid())};
   nlohmann::json extra = {
       {"policy", p.path}, {"actuator", args.actuator}, {"guard_pct", args.guard_pct}, {"switch_on", args.switch_on}};
   if (args.actuator == "dry-run" || args.actuator == "emulate") extra["switch_log"] = options.log_path;
