@@ -921,9 +921,12 @@ TEST_F(InjectRunTest, AOneClockPlanIsFollowedByItsAnchorWithTheLaunchCallbacksOf
   EXPECT_EQ(meta["run.guard_tripped"], "0");
   EXPECT_GE(std::stoll(meta["run.guard_probes"]), 2);
   EXPECT_GE(std::stoll(meta["run.fallbacks"]), 1);
-  // Lock, then reset and lock again for each probe and for the fallback, the reset at exit last.
+  // Asked for: the lock, a reset and a lock again for each probe and for the fallback. Applied:
+  // alternating, the reset at exit last (a reset and the lock after it may be coalesced when the
+  // switching thread runs late, on a busy machine).
+  EXPECT_GE(std::stoll(meta["run.switches"]), 1 + 2 * 3);
   const auto calls = ControlCalls();
-  ASSERT_GE(calls.size(), 2u * 4);
+  ASSERT_GE(calls.size(), 4u);
   for (size_t i = 0; i < calls.size(); ++i) {
     EXPECT_EQ(calls[i], i % 2 == 0 ? "Set 1200" : "Reset") << i;
   }
