@@ -158,6 +158,7 @@ RankInput RankInputOf(const TraceAnalysis& a) {
     r.host = t.meta.run->host;
     to_wall = t.meta.run->clock_realtime_offset_ns;
   }
+  r.to_wall_ns = to_wall;
   for (size_t op = 0; op < t.gpu.size(); ++op) {
     const trace::CollectiveId id = t.gpu.collective[op];
     if (!id.valid()) {
@@ -171,6 +172,7 @@ RankInput RankInputOf(const TraceAnalysis& a) {
       c.name = kind;
       c.start = t.gpu.start[op] + to_wall;
       c.end = t.gpu.end[op] + to_wall;
+      c.op = static_cast<uint32_t>(op);
       r.collectives.push_back(std::move(c));
       continue;
     }
@@ -185,6 +187,7 @@ RankInput RankInputOf(const TraceAnalysis& a) {
     c.peer = info.name == "send" ? info.dst_rank : info.name == "recv" ? info.src_rank : -1;
     c.start = t.gpu.start[op] + to_wall;
     c.end = t.gpu.end[op] + to_wall;
+    c.op = static_cast<uint32_t>(op);
     r.collectives.push_back(std::move(c));
   }
   std::stable_sort(r.collectives.begin(), r.collectives.end(),
@@ -330,7 +333,7 @@ Result<JobAnalysis> AnalyzeJob(const std::vector<RankInput>& input) {
     for (const auto& [rank, idx] : inst.members) {
       const RankCollective& c = by_rank.at(rank)->collectives[idx];
       const TimeNs off = waits.at(rank).clock_offset_ns;
-      mc.members.push_back({rank, c.start + off, c.end + off});
+      mc.members.push_back({rank, c.start + off, c.end + off, c.op});
       latest_end = std::max(latest_end, c.end + off);
     }
     for (size_t m = 1; m < mc.members.size(); ++m) {
@@ -354,6 +357,7 @@ Result<JobAnalysis> AnalyzeJob(const std::vector<RankInput>& input) {
   }
   for (auto& [rank, w] : waits) {
     w.unmatched = static_cast<size_t>(std::count(matched[rank].begin(), matched[rank].end(), false));
+    w.trace_to_job_ns = by_rank.at(rank)->to_wall_ns + w.clock_offset_ns;
     job.ranks.push_back(w);
   }
   TimeNs most = 0;
@@ -397,7 +401,7 @@ nlohmann::json JobToJson(const JobAnalysis& job) {
           {"critical_rank", job.critical_rank < 0 ? nlohmann::json(nullptr) : nlohmann::json(job.critical_rank)},
           {"notes", job.notes},
           {"note", "waits and transfers over every matched collective of the traces (all their iterations), on one "
-                   "clock; not yet a joint replay"}};
+                   "clock"}};
 }
 
 }  // namespace emo::analysis

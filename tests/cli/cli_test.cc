@@ -58,6 +58,32 @@ TEST(CliTest, WhatIfScalesMatchingOps) {
   EXPECT_GT(whatif, base);  // GEMMs 1.5x slower: the iteration gets longer
 }
 
+// --slow-rank replays the ranks of a job jointly: a straggler delays its peer (the library's
+// tests in tests/analysis/joint_replay_test.cc); its usage errors exit with 2 and say why.
+TEST(CliTest, WhatIfSlowRankNeedsAJobAndSaysWhatItChanged) {
+  for (const auto& [args, says] : std::vector<std::pair<std::string, std::string>>{
+           {"whatif " + kExample, "give --scale REGEX=FACTOR, --slow-rank RANK=FACTOR, or both"},
+           {"whatif " + kExample + " --slow-rank 1=2", "--slow-rank needs the traces of every rank of the job"},
+           {"whatif " + kExample + " " + kExample + " --slow-rank 1=x", "expected RANK=FACTOR"},
+       }) {
+    const EmoRun r = Emo(args);
+    EXPECT_EQ(r.exit_code, 2) << args << "\n" << r.out;
+    EXPECT_NE(r.out.find(says), std::string::npos) << args << "\n" << r.out;
+  }
+  EMO_REQUIRE_SHARED();
+  const std::string ddp = SharedPath("traces/h200/ddp_gpt_rank0.json.gz") + " " +
+                          SharedPath("traces/h200/ddp_gpt_rank1.json.gz");
+  const auto j = EmoJson("whatif " + ddp + " --slow-rank 1=1.5", "whatif");
+  ASSERT_TRUE(j.is_object());
+  EXPECT_EQ(j["collectives_matched"], 42);
+  EXPECT_TRUE(j["converged"].get<bool>());
+  ASSERT_EQ(j["ranks"].size(), 2u);
+  EXPECT_GT(j["ranks"][0]["change_pct"].get<double>(), 5.0);  // rank 0 waits for the straggler
+  EXPECT_GT(j["job"]["change_pct"].get<double>(), 5.0);
+  const EmoRun missing = Emo("whatif " + ddp + " --slow-rank 4=2");
+  EXPECT_NE(missing.out.find("no trace of rank 4 was given (ranks given: 0, 1)"), std::string::npos) << missing.out;
+}
+
 TEST(CliTest, OptimizeWritesTheContractFields) {
   const auto j = EmoJson("optimize " + kHeldout + " --device h200", "optimize");
   ASSERT_TRUE(j.is_object());

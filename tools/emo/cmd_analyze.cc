@@ -11,6 +11,7 @@
 #include "commands.h"
 #include "emo/analysis/analyze.h"
 #include "emo/analysis/job.h"
+#include "emo/analysis/joint_replay.h"
 #include "emo/base/text.h"
 #include "emo/report/perfetto.h"
 
@@ -88,7 +89,7 @@ void PrintSummary(const analysis::TraceAnalysis& a) {
   }
 }
 
-void PrintJob(const analysis::JobAnalysis& job) {
+void PrintJob(const analysis::JobAnalysis& job, const nlohmann::json& joint) {
   fmt::print("job               {} of {} ranks given{}; {} collectives matched across ranks\n", job.ranks.size(),
              job.world_size,
              job.missing_ranks.empty() ? "" : fmt::format(" (missing: {})", fmt::join(job.missing_ranks, ", ")),
@@ -104,6 +105,14 @@ void PrintJob(const analysis::JobAnalysis& job) {
     fmt::print("  critical rank {}: the others waited on it longest (over every matched collective of the traces)\n",
                job.critical_rank);
   }
+  const auto& j = joint["job"];
+  fmt::print("  joint replay      steady iteration (slowest rank): measured {:.1f} us, replayed jointly {:.1f} us "
+             "({:.2f} % off; worst rank {:.2f} %), {} collective kernels waiting for their last member, {} passes{}\n",
+             j["measured_us"].get<double>(), j["replayed_joint_us"].get<double>(), j["joint_error_pct"].get<double>(),
+             j["worst_rank_joint_error_pct"].get<double>(), joint["members_bound"].get<size_t>(),
+             joint["passes"].get<size_t>(), joint["converged"].get<bool>() ? "" : " (NOT converged)");
+  fmt::print("  on the analysis timeline: {:.1f} us rank by rank, {:.1f} us jointly\n", j["timeline_alone_us"].get<double>(),
+             j["timeline_joint_us"].get<double>());
   for (const auto& n : job.notes) fmt::print("  note: {}\n", n);
 }
 
@@ -139,13 +148,20 @@ int RunAnalyze(const AnalyzeArgs& args) {
       job = std::move(j).value();
     }
   }
+  nlohmann::json joint;
+  if (job) {
+    std::vector<const analysis::TraceAnalysis*> ranks;
+    for (const auto& a : all) ranks.push_back(&a);
+    joint = analysis::JointReplayJson(*job, ranks);
+  }
   const bool json_to_stdout = args.json == "-";
   if (!json_to_stdout) {
     for (const auto& a : all) PrintSummary(a);
-    if (job) PrintJob(*job);
+    if (job) PrintJob(*job, joint);
   }
   nlohmann::json out = analysis::AnalysesToJson(all);
   if (all.size() >= 2) out["job"] = job ? analysis::JobToJson(*job) : nlohmann::json(nullptr);
+  if (job) out["job"]["joint_replay"] = std::move(joint);
   if (args.hta_path) {
     for (size_t i = 0; i < all.size(); ++i) {
       nlohmann::json hta = HtaPathJson(all[i]);

@@ -1,4 +1,5 @@
-// emo whatif: replay a trace with GPU op durations scaled by name.
+// emo whatif: replay a trace with GPU op durations scaled by name; or the ranks of a job, jointly,
+// with a rank made slower.
 #include <fmt/format.h>
 
 #include <nlohmann/json.hpp>
@@ -6,6 +7,8 @@
 #include "cli_util.h"
 #include "commands.h"
 #include "emo/analysis/analyze.h"
+#include "emo/analysis/job.h"
+#include "emo/analysis/joint_replay.h"
 #include "emo/base/text.h"
 
 namespace emo::cli {
@@ -14,10 +17,77 @@ namespace {
 struct WhatifArgs {
   std::vector<std::string> traces;
   std::vector<std::string> scales;
+  std::vector<std::string> slow_ranks;
   std::string iteration;
   OverheadFlags overhead;
   std::string json;
 };
+
+// --slow-rank: the traces are the ranks of one job, replayed jointly.
+int RunJobWhatif(const WhatifArgs& args, const std::vector<analysis::ScaleRule>& rules,
+                 const analysis::AnalyzeOptions& options) {
+  std::vector<analysis::SlowRank> slow;
+  for (const auto& s : args.slow_ranks) {
+    auto r = analysis::ParseSlowRank(s);
+    if (!r.ok()) return Fail("whatif", r.status()) + 1;  // a usage error: 2
+    slow.push_back(*r);
+  }
+  if (args.traces.size() < 2) {
+    return Fail("whatif", InvalidArgument("--slow-rank needs the traces of every rank of the job (two or more)")) + 1;
+  }
+  std::vector<analysis::TraceAnalysis> all;
+  std::vector<analysis::RankInput> inputs;
+  for (const auto& path : args.traces) {
+    fmt::print(stderr, "emo whatif: reading {} ...\n", path);
+    auto a = analysis::AnalyzeTrace(path, options);
+    if (!a.ok()) return Fail("whatif", a.status());
+    all.push_back(std::move(a).value());
+    inputs.push_back(analysis::RankInputOf(all.back()));
+  }
+  auto job = analysis::AnalyzeJob(inputs);
+  if (!job.ok()) return Fail("whatif", job.status());
+  std::vector<const analysis::TraceAnalysis*> ranks;
+  for (const auto& a : all) ranks.push_back(&a);
+  auto w = analysis::RunJobWhatIf(*job, ranks, rules, slow);
+  if (!w.ok()) return Fail("whatif", w.status());
+  auto change = [](TimeNs base, TimeNs changed) {
+    return 100.0 * (static_cast<double>(changed) / static_cast<double>(std::max<TimeNs>(1, base)) - 1.0);
+  };
+  nlohmann::json rj = nlohmann::json::array();
+  for (const auto& k : w->ranks) {
+    rj.push_back({{"rank", k.rank},
+                  {"baseline_us", NsToUs(k.baseline_ns)},
+                  {"whatif_us", NsToUs(k.whatif_ns)},
+                  {"change_pct", change(k.baseline_ns, k.whatif_ns)},
+                  {"alone_whatif_us", NsToUs(k.alone_ns)}});
+  }
+  nlohmann::json sj = nlohmann::json::array();
+  for (const auto& s : slow) sj.push_back({{"rank", s.rank}, {"factor", s.factor}});
+  const double job_change = change(w->job_baseline_ns, w->job_whatif_ns);
+  nlohmann::json out = {
+      {"about", "the ranks replayed jointly on their analysis timelines (a collective's transfer starts when its last "
+                "member arrives); steady iteration per rank, the job's is the slowest rank's; alone_whatif_us: the "
+                "rank's own graph replayed alone with the same durations (collective kernels keep their measured "
+                "waits)"},
+      {"slow_ranks", sj},
+      {"job", {{"baseline_us", NsToUs(w->job_baseline_ns)}, {"whatif_us", NsToUs(w->job_whatif_ns)}, {"change_pct", job_change}}},
+      {"ranks", rj},
+      {"converged", w->converged},
+      {"collectives_matched", job->collectives.size()}};
+  if (args.json != "-") {
+    fmt::print("job of {} ranks, {} collectives matched; steady iteration of the slowest rank: {:.1f} us -> {:.1f} us "
+               "({:+.2f} %){}\n",
+               all.size(), job->collectives.size(), NsToUs(w->job_baseline_ns), NsToUs(w->job_whatif_ns), job_change,
+               w->converged ? "" : " (the joint replay did NOT converge: the matching contradicts itself)");
+    for (const auto& k : w->ranks) {
+      fmt::print("  rank {:<4} {:>10.1f} us -> {:>10.1f} us ({:+.2f} %); replayed alone: {:.1f} us\n", k.rank,
+                 NsToUs(k.baseline_ns), NsToUs(k.whatif_ns), change(k.baseline_ns, k.whatif_ns), NsToUs(k.alone_ns));
+    }
+  }
+  Status st = WriteJson(args.json, out);
+  if (!st.ok()) return Fail("whatif", st);
+  return 0;
+}
 
 int RunWhatif(const WhatifArgs& args) {
   std::vector<analysis::ScaleRule> rules;
@@ -31,6 +101,10 @@ int RunWhatif(const WhatifArgs& args) {
   auto overhead = ToOverheadOptions(args.overhead);
   if (!overhead.ok()) return Fail("whatif", overhead.status());
   options.overhead = std::move(overhead).value();
+  if (!args.slow_ranks.empty()) return RunJobWhatif(args, rules, options);
+  if (rules.empty()) {
+    return Fail("whatif", InvalidArgument("give --scale REGEX=FACTOR, --slow-rank RANK=FACTOR, or both")) + 1;
+  }
   nlohmann::json out = nlohmann::json::array();
   for (const auto& path : args.traces) {
     fmt::print(stderr, "emo whatif: reading {} ...\n", path);
@@ -78,13 +152,14 @@ void SetupWhatif(CLI::App& app, int& exit_code) {
   auto args = std::make_shared<WhatifArgs>();
   CLI::App* cmd = app.add_subcommand(
       "whatif",
-      "Replay a trace with changed GPU op durations and report the new iteration time.\n"
-      "Example: emo whatif trace.json.gz --scale 'gemm|nvjet=1.1' --scale 'elementwise=2'");
+      "Replay a trace with changed GPU op durations and report the new iteration time; or, with\n"
+      "--slow-rank, the ranks of one job replayed jointly with one rank made slower.\n"
+      "Example: emo whatif trace.json.gz --scale 'gemm|nvjet=1.1' --scale 'elementwise=2'\n"
+      "         emo whatif rank0.json.gz rank1.json.gz --slow-rank 1=1.2");
   cmd->add_option("traces", args->traces, "Trace files")->required()->check(CLI::ExistingFile);
   cmd->add_option("--scale", args->scales,
                   "REGEX=FACTOR: multiply the duration of GPU ops whose name matches REGEX\n"
                   "(ECMAScript, searched, not anchored); FACTOR >= 0; repeatable")
-      ->required()
       ->type_name("REGEX=FACTOR")
       ->check(CLI::Validator(
           [](std::string& rule) {
@@ -97,6 +172,11 @@ void SetupWhatif(CLI::App& app, int& exit_code) {
             return ValidRegex()(regex);
           },
           ""));
+  cmd->add_option("--slow-rank", args->slow_ranks,
+                  "RANK=FACTOR: the traces are the ranks of one job; every GPU op of RANK but its collective\n"
+                  "kernels takes FACTOR times as long (a straggler), and the ranks are replayed jointly: a\n"
+                  "collective's transfer starts when its last member arrives; repeatable")
+      ->type_name("RANK=FACTOR");
   AddIterationFlag(cmd, args->iteration);
   AddOverheadFlags(cmd, args->overhead);
   cmd->add_option("--json", args->json, "Write the JSON result to FILE ('-' = stdout)");

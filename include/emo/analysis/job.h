@@ -12,8 +12,7 @@
 // hosts are put on one clock by the median offset of their matched collectives' ends, which
 // finish together on every member.
 //
-// Not yet: a joint replay with rendezvous semantics, one critical path across ranks, the
-// overhead correction done through the collectives.
+// The job replayed as one graph, with rendezvous semantics at these collectives: joint_replay.h.
 #pragma once
 
 #include <string>
@@ -36,6 +35,7 @@ struct RankCollective {
   int64_t nelems = -1;        // In msg nelems
   int64_t peer = -1;          // send: Dst Rank, recv: Src Rank (-1: not given)
   TimeNs start = 0, end = 0;  // the kernel, on its rank's clock
+  uint32_t op = UINT32_MAX;   // its GpuOpId in the rank's trace (UINT32_MAX: not from a trace)
 };
 
 // One rank's part of a job.
@@ -44,6 +44,7 @@ struct RankInput {
   int64_t rank = -1;
   int64_t world_size = -1;
   std::string host;  // "" when the trace does not say (Kineto): taken as one host with the others
+  TimeNs to_wall_ns = 0;  // added to the trace's times to put them on its host's wall clock (EMO traces)
   std::vector<RankCollective> collectives;  // in start order
 };
 
@@ -56,6 +57,7 @@ struct MatchedCollective {
   struct Member {
     int64_t rank;
     TimeNs start, end;        // on the job's clock (the first rank's host)
+    uint32_t op = UINT32_MAX; // RankCollective::op
   };
   std::vector<Member> members;
   size_t last = 0;            // the member that arrived last
@@ -67,6 +69,7 @@ struct RankWait {
   std::string path;
   std::string host;
   TimeNs clock_offset_ns = 0;   // added to this rank's times to put them on the job's clock
+  TimeNs trace_to_job_ns = 0;   // added to its trace's own times: to_wall_ns + clock_offset_ns
   size_t collectives = 0;       // matched collectives it took part in
   TimeNs waited_ns = 0;         // waiting in them for its peers
   size_t last_to_arrive = 0;    // times it was the one the others waited for

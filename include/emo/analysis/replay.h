@@ -21,5 +21,8 @@ std::vector<TimeNs> MeasuredDurations(const graph::Graph& g);
 // latest of its start constraints; a node ends at max(start + duration, its end constraints).
 // `durations` has one entry per node.
 Schedule Replay(const graph::Graph& g, std::span<const TimeNs> durations);
+// The same with a lower bound on each node's end (`end_bounds`, one per node; INT64_MIN: none),
+// standing for constraints from outside the graph (another rank's arrival at a collective).
+Schedule Replay(const graph::Graph& g, std::span<const TimeNs> durations, std::span<const TimeNs> end_bounds);
 
 }  // namespace emo::analysis

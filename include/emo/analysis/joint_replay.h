@@ -1,0 +1,87 @@
+// The ranks of one job replayed as one: each rank's graph, joined at the collectives AnalyzeJob
+// matched, with rendezvous semantics (research/trace-formats-and-replay.md, item 6). A collective
+// kernel starts when its own rank gets there; its transfer starts when the last member has
+// arrived; each member then runs its own tail (measured: its end - the last arrival) and ends no
+// earlier than that arrival plus its tail. A member that ended before the last arrival (a root,
+// a sender whose message was buffered) did not wait and keeps its measured duration.
+//
+// So a rank made slower delays the collectives it arrives at last, and every peer with them: the
+// slack between GPUs is in the replay, not frozen in the measured kernel times. With the traced
+// durations the joint replay reproduces the traces (the identity check); with each rank's
+// corrected durations, the overhead correction is done through the collectives (a rank whose
+// CPU was slowed by the profiler no longer makes its peers wait in the corrected timeline).
+//
+// Solved as a fixed point: every rank is replayed with the arrivals known so far as bounds on
+// its members' ends, the arrivals are taken again from the replayed starts, until they no
+// longer change. Each pass can only move arrivals later, so it converges in at most one pass
+// per collective in a chain of them; matchings that contradict each other (a cycle) are cut
+// off after that many passes and reported as not converged.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <span>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "emo/analysis/analyze.h"
+#include "emo/analysis/job.h"
+#include "emo/analysis/replay.h"
+#include "emo/analysis/whatif.h"
+#include "emo/base/status.h"
+
+namespace emo::analysis {
+
+struct JointSchedule {
+  std::vector<Schedule> ranks;  // one per analysis given, in its order
+  std::vector<TimeNs> arrival;  // per job.collectives: the last member's replayed start (job clock)
+  size_t passes = 0;
+  bool converged = false;
+  size_t members_bound = 0;  // member kernels whose end waits for the last arrival
+};
+
+// `analyses` are the job's ranks (any order; each found in `job` by its trace's rank);
+// `durations[i]` the durations to replay for analyses[i] (per node of its graph). A rank the job
+// does not hold is replayed on its own.
+JointSchedule JointReplay(const JobAnalysis& job, std::span<const TraceAnalysis* const> analyses,
+                          std::span<const std::vector<TimeNs>* const> durations);
+
+// Each rank's steady iteration (TraceAnalysis::steady) on a joint schedule.
+std::vector<TimeNs> JointSteadyTimes(std::span<const TraceAnalysis* const> analyses, const JointSchedule& s);
+
+// The durations of analyses[i] with every GPU op of the rank `rank` (but its collective kernels,
+// whose time the joint replay derives) multiplied by `factor`: a straggler.
+std::vector<TimeNs> SlowRankDurations(const JobAnalysis& job, const TraceAnalysis& a, const std::vector<TimeNs>& base,
+                                      double factor);
+
+// `emo whatif --slow-rank R=FACTOR` on a job: every GPU op of rank R but its collective kernels
+// takes FACTOR times as long (a straggler), the ranks replayed jointly on their analysis
+// timelines (with any --scale rules applied to every rank, before and after alike).
+struct SlowRank {
+  int64_t rank = -1;
+  double factor = 1.0;
+};
+// Parses "R=FACTOR" (R >= 0, FACTOR > 0).
+Result<SlowRank> ParseSlowRank(const std::string& text);
+
+struct JobWhatIf {
+  struct Rank {
+    int64_t rank = -1;
+    TimeNs baseline_ns = 0;  // steady iteration, joint replay without the slow ranks
+    TimeNs whatif_ns = 0;    // with them
+    TimeNs alone_ns = 0;     // its own graph alone with them (what a per-rank what-if would say)
+  };
+  std::vector<Rank> ranks;  // in the order of the analyses
+  TimeNs job_baseline_ns = 0, job_whatif_ns = 0;  // the slowest rank's
+  bool converged = true;
+};
+Result<JobWhatIf> RunJobWhatIf(const JobAnalysis& job, std::span<const TraceAnalysis* const> analyses,
+                               const std::vector<ScaleRule>& rules, const std::vector<SlowRank>& slow);
+
+// `emo analyze`'s "joint_replay" object: per rank and for the job, the steady iteration measured,
+// replayed on its own and replayed jointly (identity), and on the analysis timeline alone and
+// jointly (the correction through the collectives).
+nlohmann::json JointReplayJson(const JobAnalysis& job, std::span<const TraceAnalysis* const> analyses);
+
+}  // namespace emo::analysis

@@ -1,0 +1,241 @@
+#include "emo/analysis/joint_replay.h"
+
+#include <algorithm>
+#include <cmath>
+#include <stdexcept>
+#include <limits>
+#include <map>
+#include <set>
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include "emo/analysis/iterations.h"
+
+namespace emo::analysis {
+namespace {
+
+constexpr TimeNs kNotYet = std::numeric_limits<TimeNs>::min();
+
+// A matched collective's member in one of the analyses.
+struct Member {
+  size_t analysis;
+  uint32_t node;
+  TimeNs to_job;  // trace time + to_job = job clock
+  TimeNs tail;    // measured end - last arrival; <= 0: it did not wait for the others
+};
+
+// The members of each of job.collectives found in `analyses`.
+std::vector<std::vector<Member>> MembersOf(const JobAnalysis& job, std::span<const TraceAnalysis* const> analyses) {
+  std::map<int64_t, size_t> index;
+  for (size_t i = 0; i < analyses.size(); ++i) index[analyses[i]->trace->meta.rank] = i;
+  std::map<int64_t, TimeNs> to_job;
+  for (const RankWait& w : job.ranks) to_job[w.rank] = w.trace_to_job_ns;
+  std::vector<std::vector<Member>> out(job.collectives.size());
+  for (size_t c = 0; c < job.collectives.size(); ++c) {
+    const MatchedCollective& mc = job.collectives[c];
+    const TimeNs arrival = mc.members[mc.last].start;
+    for (const auto& m : mc.members) {
+      const auto it = index.find(m.rank);
+      if (it == index.end() || m.op == UINT32_MAX) continue;
+      const graph::Graph& g = *analyses[it->second]->graph;
+      if (m.op >= g.trace().gpu.size()) continue;
+      const graph::NodeId node = g.NodeOfGpuOp(trace::GpuOpId(m.op));
+      if (!node.valid()) continue;
+      out[c].push_back({it->second, node.value(), to_job.at(m.rank), m.end - arrival});
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
+JointSchedule JointReplay(const JobAnalysis& job, std::span<const TraceAnalysis* const> analyses,
+                          std::span<const std::vector<TimeNs>* const> durations) {
+  const std::vector<std::vector<Member>> members = MembersOf(job, analyses);
+  std::vector<std::vector<TimeNs>> d(analyses.size());
+  for (size_t i = 0; i < analyses.size(); ++i) d[i] = *durations[i];
+  JointSchedule s;
+  // A member that waited runs only its tail; the wait comes from the arrival bound.
+  for (const auto& list : members) {
+    for (const Member& m : list) {
+      if (m.tail <= 0) continue;
+      d[m.analysis][m.node] = std::min(d[m.analysis][m.node], m.tail);
+      ++s.members_bound;
+    }
+  }
+  std::vector<TimeNs> arrival(members.size(), kNotYet);
+  std::vector<std::vector<TimeNs>> bounds(analyses.size());
+  s.ranks.resize(analyses.size());
+  const size_t max_passes = members.size() + 2;
+  for (size_t pass = 1; pass <= max_passes; ++pass) {
+    for (size_t i = 0; i < analyses.size(); ++i) bounds[i].assign(d[i].size(), kNotYet);
+    for (size_t c = 0; c < members.size(); ++c) {
+      if (arrival[c] == kNotYet) continue;
+      for (const Member& m : members[c]) {
+        if (m.tail <= 0) continue;
+        TimeNs& b = bounds[m.analysis][m.node];
+        b = std::max(b, arrival[c] - m.to_job + m.tail);
+      }
+    }
+    for (size_t i = 0; i < analyses.size(); ++i) s.ranks[i] = Replay(*analyses[i]->graph, d[i], bounds[i]);
+    std::vector<TimeNs> next(members.size(), kNotYet);
+    for (size_t c = 0; c < members.size(); ++c) {
+      for (const Member& m : members[c]) next[c] = std::max(next[c], s.ranks[m.analysis].start[m.node] + m.to_job);
+    }
+    s.passes = pass;
+    if (next == arrival) {
+      s.converged = true;
+      break;
+    }
+    arrival = std::move(next);
+  }
+  s.arrival = std::move(arrival);
+  return s;
+}
+
+std::vector<TimeNs> JointSteadyTimes(std::span<const TraceAnalysis* const> analyses, const JointSchedule& s) {
+  std::vector<TimeNs> out;
+  for (size_t i = 0; i < analyses.size(); ++i) {
+    const TraceAnalysis& a = *analyses[i];
+    out.push_back(IterationTimes(*a.graph, a.iterations, s.ranks[i])[a.steady]);
+  }
+  return out;
+}
+
+std::vector<TimeNs> SlowRankDurations(const JobAnalysis& job, const TraceAnalysis& a, const std::vector<TimeNs>& base,
+                                      double factor) {
+  const int64_t rank = a.trace->meta.rank;
+  std::set<uint32_t> collective_ops;
+  for (const auto& mc : job.collectives) {
+    for (const auto& m : mc.members) {
+      if (m.rank == rank) collective_ops.insert(m.op);
+    }
+  }
+  std::vector<TimeNs> d = base;
+  const auto& n = a.graph->nodes();
+  for (size_t v = 0; v < n.size(); ++v) {
+    if (n.kind[v] != graph::NodeKind::kGpuOp || collective_ops.count(n.ref[v]) != 0) continue;
+    d[v] = static_cast<TimeNs>(static_cast<double>(d[v]) * factor + 0.5);
+  }
+  return d;
+}
+
+Result<SlowRank> ParseSlowRank(const std::string& text) {
+  const size_t eq = text.find('=');
+  SlowRank s;
+  size_t used = 0;
+  try {
+    if (eq == std::string::npos) throw std::invalid_argument("no '='");
+    s.rank = std::stoll(text.substr(0, eq), &used);
+    if (used != eq) throw std::invalid_argument("rank");
+    const std::string f = text.substr(eq + 1);
+    s.factor = std::stod(f, &used);
+    if (used != f.size()) throw std::invalid_argument("factor");
+  } catch (const std::exception&) {
+    return InvalidArgument(fmt::format("--slow-rank '{}': expected RANK=FACTOR, e.g. 3=1.2", text));
+  }
+  if (s.rank < 0 || !(s.factor > 0) || !std::isfinite(s.factor)) {
+    return InvalidArgument(fmt::format("--slow-rank '{}': the rank must be >= 0 and the factor > 0", text));
+  }
+  return s;
+}
+
+Result<JobWhatIf> RunJobWhatIf(const JobAnalysis& job, std::span<const TraceAnalysis* const> analyses,
+                               const std::vector<ScaleRule>& rules, const std::vector<SlowRank>& slow) {
+  std::vector<std::vector<TimeNs>> base(analyses.size()), changed(analyses.size());
+  for (size_t i = 0; i < analyses.size(); ++i) {
+    EMO_RETURN_IF_ERROR(CheckIterationLength(*analyses[i], "a what-if"));
+    EMO_ASSIGN_OR_RETURN(base[i], ScaledDurations(*analyses[i]->graph, analyses[i]->durations, rules, nullptr));
+    changed[i] = base[i];
+  }
+  for (const SlowRank& s : slow) {
+    size_t found = analyses.size();
+    for (size_t i = 0; i < analyses.size(); ++i) {
+      if (analyses[i]->trace->meta.rank == s.rank) found = i;
+    }
+    if (found == analyses.size()) {
+      std::vector<int64_t> given;
+      for (const TraceAnalysis* a : analyses) given.push_back(a->trace->meta.rank);
+      return InvalidArgument(fmt::format("--slow-rank {}={}: no trace of rank {} was given (ranks given: {})", s.rank,
+                                         s.factor, s.rank, fmt::join(given, ", ")));
+    }
+    changed[found] = SlowRankDurations(job, *analyses[found], changed[found], s.factor);
+  }
+  std::vector<const std::vector<TimeNs>*> b, c;
+  for (size_t i = 0; i < analyses.size(); ++i) {
+    b.push_back(&base[i]);
+    c.push_back(&changed[i]);
+  }
+  const JointSchedule before = JointReplay(job, analyses, b);
+  const JointSchedule after = JointReplay(job, analyses, c);
+  const std::vector<TimeNs> before_ns = JointSteadyTimes(analyses, before);
+  const std::vector<TimeNs> after_ns = JointSteadyTimes(analyses, after);
+  JobWhatIf r;
+  r.converged = before.converged && after.converged;
+  for (size_t i = 0; i < analyses.size(); ++i) {
+    const TraceAnalysis& a = *analyses[i];
+    JobWhatIf::Rank k;
+    k.rank = a.trace->meta.rank;
+    k.baseline_ns = before_ns[i];
+    k.whatif_ns = after_ns[i];
+    k.alone_ns = IterationTimes(*a.graph, a.iterations, Replay(*a.graph, changed[i]))[a.steady];
+    r.job_baseline_ns = std::max(r.job_baseline_ns, k.baseline_ns);
+    r.job_whatif_ns = std::max(r.job_whatif_ns, k.whatif_ns);
+    r.ranks.push_back(k);
+  }
+  return r;
+}
+
+nlohmann::json JointReplayJson(const JobAnalysis& job, std::span<const TraceAnalysis* const> analyses) {
+  std::vector<const std::vector<TimeNs>*> traced, timeline;
+  for (const TraceAnalysis* a : analyses) {
+    traced.push_back(&a->traced_durations);
+    timeline.push_back(&a->durations);
+  }
+  const JointSchedule identity = JointReplay(job, analyses, traced);
+  const JointSchedule corrected = JointReplay(job, analyses, timeline);
+  const std::vector<TimeNs> identity_ns = JointSteadyTimes(analyses, identity);
+  const std::vector<TimeNs> corrected_ns = JointSteadyTimes(analyses, corrected);
+  auto error = [](TimeNs replayed, TimeNs measured) {
+    return measured > 0 ? 100.0 * std::abs(static_cast<double>(replayed - measured)) / static_cast<double>(measured) : 0.0;
+  };
+  nlohmann::json ranks = nlohmann::json::array();
+  TimeNs job_measured = 0, job_alone = 0, job_joint = 0, job_timeline = 0, job_joint_timeline = 0;
+  double worst = 0;
+  for (size_t i = 0; i < analyses.size(); ++i) {
+    const TraceAnalysis& a = *analyses[i];
+    const double err = error(identity_ns[i], a.measured_ns());
+    worst = std::max(worst, err);
+    ranks.push_back({{"rank", a.trace->meta.rank},
+                     {"measured_us", NsToUs(a.measured_ns())},
+                     {"replayed_alone_us", NsToUs(a.replayed_ns())},
+                     {"replayed_joint_us", NsToUs(identity_ns[i])},
+                     {"joint_error_pct", err},
+                     {"timeline_alone_us", NsToUs(a.timeline_ns())},
+                     {"timeline_joint_us", NsToUs(corrected_ns[i])}});
+    job_measured = std::max(job_measured, a.measured_ns());
+    job_alone = std::max(job_alone, a.replayed_ns());
+    job_joint = std::max(job_joint, identity_ns[i]);
+    job_timeline = std::max(job_timeline, a.timeline_ns());
+    job_joint_timeline = std::max(job_joint_timeline, corrected_ns[i]);
+  }
+  return {{"about", "each rank's steady iteration; the job's is the slowest rank's. alone: each rank's graph replayed "
+                    "on its own (collective kernels keep their measured waits); joint: the ranks replayed as one, a "
+                    "collective's transfer starting when its last member arrives (identity: traced durations; "
+                    "timeline: the analysis timeline's, corrected through the collectives when corrected)"},
+          {"members_bound", identity.members_bound},
+          {"passes", identity.passes},
+          {"converged", identity.converged && corrected.converged},
+          {"ranks", ranks},
+          {"job",
+           {{"measured_us", NsToUs(job_measured)},
+            {"replayed_alone_us", NsToUs(job_alone)},
+            {"replayed_joint_us", NsToUs(job_joint)},
+            {"joint_error_pct", error(job_joint, job_measured)},
+            {"worst_rank_joint_error_pct", worst},
+            {"timeline_alone_us", NsToUs(job_timeline)},
+            {"timeline_joint_us", NsToUs(job_joint_timeline)}}}};
+}
+
+}  // namespace emo::analysis

@@ -1,0 +1,187 @@
+// The ranks of one job replayed as one (include/emo/analysis/joint_replay.h): the identity on
+// hand-built and real jobs, and a straggler's delay reaching its peers through the collectives.
+#include "emo/analysis/joint_replay.h"
+
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "test_util.h"
+#include "trace_builder.h"
+
+namespace emo::analysis {
+namespace {
+
+using testing::TraceBuilder;
+constexpr TimeNs kUs = 1000;
+
+// One rank of a two-rank job: 4 iterations of 1 ms; each launches a compute kernel of
+// `compute_us` and an all-reduce behind it on the same stream, and waits for both
+// (cudaStreamSynchronize). Both ranks' all-reduces end together, 50 us after the later rank's
+// compute: the earlier rank's all-reduce spins until then.
+TraceAnalysis Rank(int64_t rank, double compute_us, double slowest_us) {
+  TraceBuilder b;
+  int64_t corr = 1;
+  for (int k = 0; k < 4; ++k) {
+    const double t0 = 1000.0 * k;
+    b.Annotation(("ProfilerStep#" + std::to_string(k)).c_str(), t0, t0 + 1000);
+    b.Api("cudaLaunchKernel", t0 + 10, t0 + 15, corr);
+    b.Kernel("gemm", 7, t0 + 20, t0 + 20 + compute_us, corr++);
+    b.Api("cudaLaunchKernel", t0 + 16, t0 + 19, corr);
+    b.Kernel("ncclDevKernel_AllReduce_Sum_f32_RING_LL(ncclDevKernelArgsStorage<4096ul>)", 7, t0 + 20 + compute_us,
+             t0 + 20 + slowest_us + 50, corr++);
+    b.Api("cudaStreamSynchronize", t0 + 21, t0 + 20 + slowest_us + 52);
+  }
+  trace::Trace t = b.Build();
+  t.meta.source_path = "rank" + std::to_string(rank);
+  t.meta.rank = rank;
+  t.meta.world_size = 2;
+  AnalyzeOptions options;
+  options.overhead.mode = OverheadOptions::Mode::kOff;
+  auto a = AnalyzeTrace(std::move(t), options);
+  EXPECT_TRUE(a.ok()) << a.status().ToString();
+  return std::move(a).value();
+}
+
+JobAnalysis JobOf(const std::vector<const TraceAnalysis*>& ranks) {
+  std::vector<RankInput> inputs;
+  for (const TraceAnalysis* a : ranks) inputs.push_back(RankInputOf(*a));
+  auto job = AnalyzeJob(inputs);
+  EXPECT_TRUE(job.ok()) << job.status().ToString();
+  return std::move(job).value();
+}
+
+TEST(JointReplayTest, TracedDurationsReplayJointlyToTheTraces) {
+  const TraceAnalysis r0 = Rank(0, 100, 300), r1 = Rank(1, 300, 300);
+  const std::vector<const TraceAnalysis*> ranks = {&r0, &r1};
+  const JobAnalysis job = JobOf(ranks);
+  ASSERT_EQ(job.collectives.size(), 4u);
+  const std::vector<const std::vector<TimeNs>*> d = {&r0.traced_durations, &r1.traced_durations};
+  const JointSchedule s = JointReplay(job, ranks, d);
+  EXPECT_TRUE(s.converged);
+  EXPECT_EQ(s.members_bound, 8u);  // both members of each all-reduce end with its transfer
+  for (size_t i = 0; i < ranks.size(); ++i) {
+    EXPECT_EQ(s.ranks[i].start, ranks[i]->measured.start) << i;
+    EXPECT_EQ(s.ranks[i].end, ranks[i]->measured.end) << i;
+  }
+  // Each arrival is rank 1's all-reduce start.
+  for (size_t c = 0; c < 4; ++c) EXPECT_EQ(s.arrival[c], (1000 * static_cast<TimeNs>(c) + 320) * kUs) << c;
+}
+
+// Rank 1's compute twice as long: rank 0's all-reduce waits 300 us longer in every iteration,
+// which its own graph alone cannot see (its all-reduce keeps its measured wait).
+TEST(JointReplayTest, AStragglerDelaysItsPeerThroughTheCollective) {
+  const TraceAnalysis r0 = Rank(0, 100, 300), r1 = Rank(1, 300, 300);
+  const std::vector<const TraceAnalysis*> ranks = {&r0, &r1};
+  const JobAnalysis job = JobOf(ranks);
+  auto w = RunJobWhatIf(job, ranks, {}, {{1, 2.0}});
+  ASSERT_TRUE(w.ok()) << w.status().ToString();
+  ASSERT_EQ(w->ranks.size(), 2u);
+  EXPECT_TRUE(w->converged);
+  EXPECT_EQ(w->ranks[0].whatif_ns - w->ranks[0].baseline_ns, 300 * kUs);
+  EXPECT_EQ(w->ranks[1].whatif_ns - w->ranks[1].baseline_ns, 300 * kUs);
+  EXPECT_EQ(w->ranks[0].alone_ns, w->ranks[0].baseline_ns);
+  EXPECT_EQ(w->job_whatif_ns - w->job_baseline_ns, 300 * kUs);
+}
+
+// Rank 0's compute twice as long still ends before rank 1 arrives: the wait absorbs it.
+TEST(JointReplayTest, ARankThatWaitsForItsPeerAbsorbsItsOwnSlowdown) {
+  const TraceAnalysis r0 = Rank(0, 100, 300), r1 = Rank(1, 300, 300);
+  const std::vector<const TraceAnalysis*> ranks = {&r0, &r1};
+  const JobAnalysis job = JobOf(ranks);
+  auto w = RunJobWhatIf(job, ranks, {}, {{0, 2.0}});
+  ASSERT_TRUE(w.ok()) << w.status().ToString();
+  EXPECT_EQ(w->ranks[0].whatif_ns, w->ranks[0].baseline_ns);
+  EXPECT_EQ(w->ranks[1].whatif_ns, w->ranks[1].baseline_ns);
+  // Three times as long (300 us) it arrives with rank 1; four times, 100 us after it.
+  auto slower = RunJobWhatIf(job, ranks, {}, {{0, 4.0}});
+  ASSERT_TRUE(slower.ok());
+  EXPECT_EQ(slower->ranks[1].whatif_ns - slower->ranks[1].baseline_ns, 100 * kUs);
+}
+
+TEST(JointReplayTest, SlowRankArgumentsAreChecked) {
+  auto ok = ParseSlowRank("3=1.25");
+  ASSERT_TRUE(ok.ok());
+  EXPECT_EQ(ok->rank, 3);
+  EXPECT_DOUBLE_EQ(ok->factor, 1.25);
+  for (const char* bad : {"3", "x=2", "3=", "3=abc", "-1=2", "2=0", "2=-1", "2=1.5x"}) {
+    EXPECT_FALSE(ParseSlowRank(bad).ok()) << bad;
+  }
+  const TraceAnalysis r0 = Rank(0, 100, 300), r1 = Rank(1, 300, 300);
+  const std::vector<const TraceAnalysis*> ranks = {&r0, &r1};
+  auto w = RunJobWhatIf(JobOf(ranks), ranks, {}, {{5, 2.0}});
+  ASSERT_FALSE(w.ok());
+  EXPECT_NE(w.status().message().find("no trace of rank 5 was given (ranks given: 0, 1)"), std::string::npos)
+      << w.status().message();
+}
+
+// Real jobs: our H200 DDP and pipeline pairs and the 8-rank DLRM step replay jointly to their
+// traces, per rank, within 1 %.
+void ExpectJointIdentity(const std::vector<std::string>& paths) {
+  std::vector<TraceAnalysis> all;
+  for (const auto& p : paths) {
+    auto a = AnalyzeTrace(p, AnalyzeOptions{});
+    ASSERT_TRUE(a.ok()) << a.status().message();
+    all.push_back(std::move(a).value());
+  }
+  std::vector<const TraceAnalysis*> ranks;
+  std::vector<const std::vector<TimeNs>*> d;
+  for (const auto& a : all) {
+    ranks.push_back(&a);
+    d.push_back(&a.traced_durations);
+  }
+  const JobAnalysis job = JobOf(ranks);
+  const JointSchedule s = JointReplay(job, ranks, d);
+  EXPECT_TRUE(s.converged);
+  EXPECT_GT(s.members_bound, 0u);
+  const std::vector<TimeNs> steady = JointSteadyTimes(ranks, s);
+  for (size_t i = 0; i < ranks.size(); ++i) {
+    const double measured = static_cast<double>(ranks[i]->measured_ns());
+    EXPECT_LE(std::abs(static_cast<double>(steady[i]) - measured), 0.01 * measured) << paths[i];
+  }
+}
+
+TEST(JointReplaySharedTest, RealJobsReplayJointlyWithinOnePercent) {
+  EMO_REQUIRE_SHARED();
+  for (const char* job : {"ddp_gpt", "pp_gpt"}) {
+    SCOPED_TRACE(job);
+    ExpectJointIdentity({SharedPath("traces/h200/" + std::string(job) + "_rank0.json.gz"),
+                         SharedPath("traces/h200/" + std::string(job) + "_rank1.json.gz")});
+  }
+  const std::string dir = ::testing::TempDir() + "emo_joint_dlrm_" + std::to_string(getpid());
+  ASSERT_EQ(std::system(("mkdir -p '" + dir + "' && tar xzf '" + SharedPath("traces/param/dlrm_kineto_8ranks_v100.tar.gz") +
+                         "' -C '" + dir + "'").c_str()),
+            0);
+  std::vector<std::string> dlrm;
+  for (const auto& entry : std::filesystem::directory_iterator(dir + "/dlrm_kineto")) dlrm.push_back(entry.path().string());
+  ASSERT_EQ(dlrm.size(), 8u);
+  ExpectJointIdentity(dlrm);
+  std::filesystem::remove_all(dir);
+}
+
+// On the H200 DDP pair, rank 1 made 1.5x slower slows rank 0 jointly; alone, rank 0 cannot see it.
+TEST(JointReplaySharedTest, ADdpStragglerSlowsItsPeer) {
+  EMO_REQUIRE_SHARED();
+  std::vector<TraceAnalysis> all;
+  for (int r = 0; r < 2; ++r) {
+    auto a = AnalyzeTrace(SharedPath("traces/h200/ddp_gpt_rank" + std::to_string(r) + ".json.gz"), AnalyzeOptions{});
+    ASSERT_TRUE(a.ok()) << a.status().message();
+    all.push_back(std::move(a).value());
+  }
+  const std::vector<const TraceAnalysis*> ranks = {&all[0], &all[1]};
+  auto w = RunJobWhatIf(JobOf(ranks), ranks, {}, {{1, 1.5}});
+  ASSERT_TRUE(w.ok()) << w.status().message();
+  const TimeNs grew1 = w->ranks[1].whatif_ns - w->ranks[1].baseline_ns;
+  const TimeNs grew0 = w->ranks[0].whatif_ns - w->ranks[0].baseline_ns;
+  EXPECT_GT(grew1, 0);
+  EXPECT_GT(grew0, grew1 / 2);
+  EXPECT_EQ(w->ranks[0].alone_ns, IterationTimes(*all[0].graph, all[0].iterations,
+                                                 Replay(*all[0].graph, all[0].durations))[all[0].steady]);
+}
+
+}  // namespace
+}  // namespace emo::analysis
