@@ -28,15 +28,8 @@ Diagnostics TraceAnalysis::AllDiagnostics() const {
 
 namespace {
 
-// The node that ends iteration i under schedule s (latest end among its calls and GPU ops).
 NodeId IterationSink(const TraceAnalysis& a, const Schedule& s, size_t i) {
-  const auto& n = a.graph->nodes();
-  NodeId best;
-  for (uint32_t v = 0; v < n.size(); ++v) {
-    if (a.iterations.node_iteration[v] != static_cast<int32_t>(i) || n.kind[v] == NodeKind::kCpuInterval) continue;
-    if (!best.valid() || s.end[v] > s.end[best.value()]) best = NodeId(v);
-  }
-  return best;
+  return analysis::IterationSink(*a.graph, a.iterations, s, i);
 }
 
 // The critical path of the steady iteration under schedule `s` of `durations`, from the

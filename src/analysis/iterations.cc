@@ -148,4 +148,14 @@ size_t SteadyIteration(const std::vector<TimeNs>& measured_times) {
   return idx[(idx.size() - 1) / 2];
 }
 
+graph::NodeId IterationSink(const graph::Graph& g, const IterationMap& m, const Schedule& s, size_t i) {
+  const auto& n = g.nodes();
+  graph::NodeId best;
+  for (uint32_t v = 0; v < n.size(); ++v) {
+    if (m.node_iteration[v] != static_cast<int32_t>(i) || n.kind[v] == graph::NodeKind::kCpuInterval) continue;
+    if (!best.valid() || s.end[v] > s.end[best.value()]) best = graph::NodeId(v);
+  }
+  return best;
+}
+
 }  // namespace emo::analysis

@@ -84,6 +84,10 @@ JointSchedule JointReplay(const JobAnalysis& job, std::span<const TraceAnalysis*
       for (const Member& m : members[c]) next[c] = std::max(next[c], s.ranks[m.analysis].start[m.node] + m.to_job);
     }
     s.passes = pass;
+    if (next == arrival || pass == max_passes) {
+      s.durations = d;
+      s.end_bounds = bounds;
+    }
     if (next == arrival) {
       s.converged = true;
       break;
@@ -92,6 +96,103 @@ JointSchedule JointReplay(const JobAnalysis& job, std::span<const TraceAnalysis*
   }
   s.arrival = std::move(arrival);
   return s;
+}
+
+JointCriticalPath FindJointCriticalPath(const JobAnalysis& job, std::span<const TraceAnalysis* const> analyses,
+                                        const JointSchedule& s) {
+  JointCriticalPath p;
+  if (analyses.empty() || s.durations.size() != analyses.size()) return p;
+  const std::vector<std::vector<Member>> members = MembersOf(job, analyses);
+  std::map<std::pair<size_t, uint32_t>, size_t> collective_of;  // (analysis, node) -> collective
+  for (size_t c = 0; c < members.size(); ++c) {
+    for (const Member& m : members[c]) collective_of[{m.analysis, m.node}] = c;
+  }
+  std::vector<TimeNs> to_job(analyses.size(), 0);
+  for (const RankWait& w : job.ranks) {
+    for (size_t i = 0; i < analyses.size(); ++i) {
+      if (analyses[i]->trace->meta.rank == w.rank) to_job[i] = w.trace_to_job_ns;
+    }
+  }
+  const std::vector<TimeNs> steady = JointSteadyTimes(analyses, s);
+  size_t r = static_cast<size_t>(std::max_element(steady.begin(), steady.end()) - steady.begin());
+  const TraceAnalysis& k = *analyses[r];
+  const IterationBounds b = BoundsOf(*k.graph, k.iterations, s.ranks[r], k.steady);
+  graph::NodeId sink = IterationSink(*k.graph, k.iterations, s.ranks[r], k.steady);
+  if (!sink.valid()) return p;
+  p.sink_rank = k.trace->meta.rank;
+  p.from_ns = b.start + to_job[r];
+  p.to_ns = b.end + to_job[r];
+  TimeNs until = b.end;
+  for (size_t guard = 0; guard <= members.size() + 1; ++guard) {
+    const TraceAnalysis& a = *analyses[r];
+    JointPathSegment seg;
+    seg.rank = a.trace->meta.rank;
+    seg.to_ns = until + to_job[r];
+    seg.path = FindCriticalPath(*a.graph, s.durations[r], s.ranks[r], sink, p.from_ns - to_job[r], until, s.end_bounds[r]);
+    p.stop = seg.path.stop;
+    const bool hop = seg.path.stop == CriticalPath::Stop::kExternal && !seg.path.nodes.empty();
+    const uint32_t waited = hop ? seg.path.nodes.front().value() : 0;
+    const auto it = hop ? collective_of.find({r, waited}) : collective_of.end();
+    if (it == collective_of.end()) {
+      seg.from_ns = seg.to_ns - seg.path.total() - seg.path.tail_gap_ns;
+      p.segments.push_back(std::move(seg));
+      break;
+    }
+    // The kernel that waited runs its transfer from the last member's arrival: that part is this
+    // rank's (communication); the path goes on from that member's start on its own rank.
+    const Member* last = nullptr;
+    for (const Member& m : members[it->second]) {
+      if (last == nullptr || s.ranks[m.analysis].start[m.node] + m.to_job > s.ranks[last->analysis].start[last->node] + last->to_job) {
+        last = &m;
+      }
+    }
+    const TimeNs arrival = s.ranks[last->analysis].start[last->node] + last->to_job;
+    // Where the walk stopped: the waited kernel's end, or earlier when an edge with a negative
+    // offset (GPU contention) led there.
+    const TimeNs stopped = seg.to_ns - seg.path.total() - seg.path.tail_gap_ns;
+    seg.path.time[static_cast<size_t>(PathCategory::kCommunication)] += std::max<TimeNs>(0, stopped - arrival);
+    seg.from_ns = std::min(arrival, stopped);
+    p.segments.push_back(std::move(seg));
+    if (last->analysis != r) ++p.hops;
+    r = last->analysis;
+    sink = graph::NodeId(last->node);
+    until = s.ranks[r].start[last->node];
+  }
+  std::reverse(p.segments.begin(), p.segments.end());
+  return p;
+}
+
+nlohmann::json JointCriticalPathJson(const JointCriticalPath& p) {
+  nlohmann::json segments = nlohmann::json::array();
+  std::map<int64_t, TimeNs> by_rank;
+  for (const JointPathSegment& seg : p.segments) {
+    const CriticalPath& cp = seg.path;
+    auto t = [&](PathCategory c) { return NsToUs(cp.time[static_cast<size_t>(c)]); };
+    segments.push_back({{"rank", seg.rank},
+                        {"from_us", NsToUs(seg.from_ns - p.from_ns)},
+                        {"to_us", NsToUs(seg.to_ns - p.from_ns)},
+                        {"nodes", cp.nodes.size()},
+                        {"gpu_compute_us", t(PathCategory::kGpuCompute)},
+                        {"communication_us", t(PathCategory::kCommunication)},
+                        {"cpu_us", t(PathCategory::kCpu)},
+                        {"launch_us", t(PathCategory::kLaunch)}});
+    by_rank[seg.rank] += cp.total();
+  }
+  nlohmann::json ranks = nlohmann::json::object();
+  for (const auto& [rank, ns] : by_rank) ranks[std::to_string(rank)] = NsToUs(ns);
+  const char* stop = p.stop == CriticalPath::Stop::kComplete ? "complete"
+                     : p.stop == CriticalPath::Stop::kRoot   ? "root"
+                                                             : "no binding constraint";
+  return {{"about", "the job's steady iteration (its slowest rank's) walked back across ranks: at a collective kernel "
+                    "that waited for its last member, the path goes on from that member on its own rank; times from "
+                    "the iteration's start, on the job clock"},
+          {"sink_rank", p.sink_rank},
+          {"iteration_us", NsToUs(p.to_ns - p.from_ns)},
+          {"segments", segments},
+          {"time_by_rank_us", ranks},
+          {"rank_changes", p.hops},
+          {"stop", stop},
+          {"uncovered_us", NsToUs(p.segments.empty() ? 0 : p.segments.front().path.head_gap_ns)}};
 }
 
 std::vector<TimeNs> JointSteadyTimes(std::span<const TraceAnalysis* const> analyses, const JointSchedule& s) {
@@ -220,7 +321,9 @@ nlohmann::json JointReplayJson(const JobAnalysis& job, std::span<const TraceAnal
     job_timeline = std::max(job_timeline, a.timeline_ns());
     job_joint_timeline = std::max(job_joint_timeline, corrected_ns[i]);
   }
-  return {{"about", "each rank's steady iteration; the job's is the slowest rank's. alone: each rank's graph replayed "
+  const JointCriticalPath path = FindJointCriticalPath(job, analyses, corrected);
+  return {{"critical_path", JointCriticalPathJson(path)},
+          {"about", "each rank's steady iteration; the job's is the slowest rank's. alone: each rank's graph replayed "
                     "on its own (collective kernels keep their measured waits); joint: the ranks replayed as one, a "
                     "collective's transfer starting when its last member arrives (identity: traced durations; "
                     "timeline: the analysis timeline's, corrected through the collectives when corrected)"},

@@ -77,7 +77,8 @@ double CriticalPath::Share(PathCategory c) const {
 // only moves back, so overlapping segments (an op that started in another op's tail: a
 // negative contention delay) are not counted twice: the categories sum to sink end - from.
 CriticalPath FindCriticalPath(const graph::Graph& g, std::span<const TimeNs> durations,
-                              const Schedule& s, NodeId sink, TimeNs from, TimeNs until) {
+                              const Schedule& s, NodeId sink, TimeNs from, TimeNs until,
+                              std::span<const TimeNs> end_bounds) {
   CriticalPath cp;
   const auto& n = g.nodes();
   const auto& edges = g.edges();
@@ -112,6 +113,10 @@ CriticalPath FindCriticalPath(const graph::Graph& g, std::span<const TimeNs> dur
           cur = next;
           continue;
         }
+        if (!end_bounds.empty() && end_bounds[v] == s.end[v]) {
+          cp.stop = CriticalPath::Stop::kExternal;
+          break;
+        }
       }
       take(CategoryOf(g, cur), s.start[v]);
     }
@@ -141,7 +146,7 @@ CriticalPath FindCriticalPath(const graph::Graph& g, std::span<const TimeNs> dur
     cur = next;
     at_end = next_at_end;
   }
-  cp.head_gap_ns = std::max<TimeNs>(0, cursor - from);
+  cp.head_gap_ns = cp.stop == CriticalPath::Stop::kExternal ? 0 : std::max<TimeNs>(0, cursor - from);
   if (cp.head_gap_ns > 0 && cp.stop == CriticalPath::Stop::kComplete) cp.stop = CriticalPath::Stop::kNoBinding;
   std::reverse(cp.nodes.begin(), cp.nodes.end());
   return cp;

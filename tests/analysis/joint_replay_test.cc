@@ -103,6 +103,44 @@ TEST(JointReplayTest, ARankThatWaitsForItsPeerAbsorbsItsOwnSlowdown) {
   EXPECT_EQ(slower->ranks[1].whatif_ns - slower->ranks[1].baseline_ns, 100 * kUs);
 }
 
+// The segments of a joint critical path follow one another on the job clock and add up to the
+// iteration (less the head gap when the walk stopped at a root).
+void ExpectContiguous(const JointCriticalPath& p) {
+  ASSERT_FALSE(p.segments.empty());
+  TimeNs covered = p.segments.front().path.head_gap_ns;
+  for (size_t i = 0; i < p.segments.size(); ++i) {
+    const JointPathSegment& seg = p.segments[i];
+    EXPECT_EQ(seg.to_ns - seg.from_ns, seg.path.total() + seg.path.tail_gap_ns) << i;
+    if (i + 1 < p.segments.size()) {
+      EXPECT_EQ(seg.to_ns, p.segments[i + 1].from_ns) << i;
+    }
+    covered += seg.path.total() + seg.path.tail_gap_ns;
+  }
+  EXPECT_EQ(p.segments.back().to_ns, p.to_ns);
+  EXPECT_EQ(covered, p.to_ns - p.from_ns);
+}
+
+// Rank 0's all-reduce waits for rank 1's longer compute: the job's critical path runs through
+// rank 1's compute kernel and into rank 0 only for the transfer after rank 1 arrived.
+TEST(JointReplayTest, TheCriticalPathCrossesToTheRankTheOthersWaitFor) {
+  const TraceAnalysis r0 = Rank(0, 100, 300), r1 = Rank(1, 300, 300);
+  const std::vector<const TraceAnalysis*> ranks = {&r0, &r1};
+  const JobAnalysis job = JobOf(ranks);
+  const std::vector<const std::vector<TimeNs>*> d = {&r0.traced_durations, &r1.traced_durations};
+  const JointCriticalPath p = FindJointCriticalPath(job, ranks, JointReplay(job, ranks, d));
+  ASSERT_EQ(p.sink_rank, 0);  // both ranks' iterations are as long: the first is taken
+  EXPECT_GE(p.hops, 1u);
+  ExpectContiguous(p);
+  TimeNs compute[2] = {0, 0}, communication[2] = {0, 0};
+  for (const JointPathSegment& seg : p.segments) {
+    compute[seg.rank] += seg.path.time[static_cast<size_t>(PathCategory::kGpuCompute)];
+    communication[seg.rank] += seg.path.time[static_cast<size_t>(PathCategory::kCommunication)];
+  }
+  EXPECT_EQ(compute[0], 0);           // rank 0's 100 us gemm is never critical
+  EXPECT_EQ(compute[1], 300 * kUs);   // rank 1's gemm of the steady iteration is
+  EXPECT_EQ(communication[0], 50 * kUs);  // the transfer, once rank 1 was there
+}
+
 TEST(JointReplayTest, SlowRankArgumentsAreChecked) {
   auto ok = ParseSlowRank("3=1.25");
   ASSERT_TRUE(ok.ok());
@@ -160,6 +198,21 @@ TEST(JointReplaySharedTest, RealJobsReplayJointlyWithinOnePercent) {
   for (const auto& entry : std::filesystem::directory_iterator(dir + "/dlrm_kineto")) dlrm.push_back(entry.path().string());
   ASSERT_EQ(dlrm.size(), 8u);
   ExpectJointIdentity(dlrm);
+  // The straggler, rank 7, is on the job's critical path.
+  std::vector<TraceAnalysis> all;
+  for (const auto& p : dlrm) all.push_back(std::move(AnalyzeTrace(p, AnalyzeOptions{})).value());
+  std::vector<const TraceAnalysis*> ranks;
+  std::vector<const std::vector<TimeNs>*> d;
+  for (const auto& a : all) {
+    ranks.push_back(&a);
+    d.push_back(&a.durations);
+  }
+  const JobAnalysis job = JobOf(ranks);
+  const JointCriticalPath path = FindJointCriticalPath(job, ranks, JointReplay(job, ranks, d));
+  ExpectContiguous(path);
+  TimeNs on7 = 0;
+  for (const auto& seg : path.segments) on7 += seg.rank == 7 ? seg.path.total() : 0;
+  EXPECT_GT(on7, (path.to_ns - path.from_ns) / 5);
   std::filesystem::remove_all(dir);
 }
 

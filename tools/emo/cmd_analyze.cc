@@ -113,6 +113,21 @@ void PrintJob(const analysis::JobAnalysis& job, const nlohmann::json& joint) {
              joint["passes"].get<size_t>(), joint["converged"].get<bool>() ? "" : " (NOT converged)");
   fmt::print("  on the analysis timeline: {:.1f} us rank by rank, {:.1f} us jointly\n", j["timeline_alone_us"].get<double>(),
              j["timeline_joint_us"].get<double>());
+  const auto& path = joint["critical_path"];
+  if (path.contains("time_by_rank_us")) {
+    std::string on;
+    for (const auto& [rank, us] : path["time_by_rank_us"].items()) {
+      on += fmt::format("{}rank {} {:.1f} us", on.empty() ? "" : ", ", rank, us.get<double>());
+    }
+    fmt::print("  critical path across ranks (from the end of rank {}'s steady iteration, {} rank change{}): {}{}\n",
+               path["sink_rank"].get<int64_t>(), path["rank_changes"].get<size_t>(),
+               path["rank_changes"].get<size_t>() == 1 ? "" : "s", on,
+               path["stop"] == "complete"
+                   ? ""
+                   : fmt::format("; its first {:.1f} us uncovered (the walk back reached a node with {})",
+                                 path["uncovered_us"].get<double>(),
+                                 path["stop"] == "root" ? "no recorded predecessor" : "no binding constraint"));
+  }
   for (const auto& n : job.notes) fmt::print("  note: {}\n", n);
 }
 

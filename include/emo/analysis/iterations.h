@@ -68,6 +68,9 @@ struct IterationBounds {
 };
 IterationBounds BoundsOf(const graph::Graph& g, const IterationMap& m, const Schedule& s, size_t i);
 
+// The node that ends iteration i under `s`: the latest end among its calls and GPU ops.
+graph::NodeId IterationSink(const graph::Graph& g, const IterationMap& m, const Schedule& s, size_t i);
+
 // Per-iteration times: end[i] - end[i-1] (the period, right for loops where the CPU runs
 // ahead as well as for synchronized ones); the first is end[0] - start.
 std::vector<TimeNs> IterationTimes(const graph::Graph& g, const IterationMap& m, const Schedule& s);

@@ -28,6 +28,7 @@
 #include "emo/analysis/analyze.h"
 #include "emo/analysis/job.h"
 #include "emo/analysis/replay.h"
+#include "emo/analysis/slack.h"
 #include "emo/analysis/whatif.h"
 #include "emo/base/status.h"
 
@@ -39,6 +40,9 @@ struct JointSchedule {
   size_t passes = 0;
   bool converged = false;
   size_t members_bound = 0;  // member kernels whose end waits for the last arrival
+  // What the last pass replayed, per rank: the durations (a member that waited runs its tail)
+  // and the end bounds (INT64_MIN: none).
+  std::vector<std::vector<TimeNs>> durations, end_bounds;
 };
 
 // `analyses` are the job's ranks (any order; each found in `job` by its trace's rank);
@@ -46,6 +50,26 @@ struct JointSchedule {
 // does not hold is replayed on its own.
 JointSchedule JointReplay(const JobAnalysis& job, std::span<const TraceAnalysis* const> analyses,
                           std::span<const std::vector<TimeNs>* const> durations);
+
+// The critical path of the job's steady iteration across ranks: from the end of the slowest
+// rank's steady iteration, walked back along binding constraints (FindCriticalPath); at a
+// collective kernel that waited for its last member, on to that member on its own rank, and so
+// on back to the iteration's start (on the job clock).
+struct JointPathSegment {
+  int64_t rank = -1;
+  TimeNs from_ns = 0, to_ns = 0;  // on the job clock
+  CriticalPath path;
+};
+struct JointCriticalPath {
+  int64_t sink_rank = -1;             // the slowest rank, where the walk starts
+  TimeNs from_ns = 0, to_ns = 0;      // its steady iteration, on the job clock
+  std::vector<JointPathSegment> segments;  // in time order
+  CriticalPath::Stop stop = CriticalPath::Stop::kComplete;  // of the earliest segment
+  size_t hops = 0;                    // rank changes along the path
+};
+JointCriticalPath FindJointCriticalPath(const JobAnalysis& job, std::span<const TraceAnalysis* const> analyses,
+                                        const JointSchedule& s);
+nlohmann::json JointCriticalPathJson(const JointCriticalPath& p);
 
 // Each rank's steady iteration (TraceAnalysis::steady) on a joint schedule.
 std::vector<TimeNs> JointSteadyTimes(std::span<const TraceAnalysis* const> analyses, const JointSchedule& s);

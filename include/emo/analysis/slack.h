@@ -41,6 +41,8 @@ struct CriticalPath {
     kComplete,   // it reached `from`
     kRoot,       // at a node with no predecessor in the trace, after `from`
     kNoBinding,  // at a node none of whose constraints set its time (should not happen)
+    kExternal,   // at a node whose end was set by its bound from outside the graph (the first
+                 // of `nodes`: a collective kernel waiting for another rank)
   };
   Stop stop = Stop::kComplete;
   TimeNs head_gap_ns = 0;  // [from, the path's start): not covered (stop != kComplete)
@@ -51,9 +53,11 @@ struct CriticalPath {
 };
 // `until` (default: the sink's end) is where the iteration ends; a sink that ends earlier
 // leaves a tail gap.
+// `end_bounds` are those the schedule was replayed with (Replay), if any: a node whose end one
+// of them set ends the walk there (kExternal).
 CriticalPath FindCriticalPath(const graph::Graph& g, std::span<const TimeNs> durations,
                               const Schedule& s, graph::NodeId sink, TimeNs from,
-                              TimeNs until = INT64_MIN);
+                              TimeNs until = INT64_MIN, std::span<const TimeNs> end_bounds = {});
 // Why a walk stopped where it did, in words (for reports): names the node and its thread or
 // stream.
 std::string DescribePathStart(const graph::Graph& g, const CriticalPath& cp);
