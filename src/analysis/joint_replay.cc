@@ -94,6 +94,12 @@ JointSchedule JointReplay(const JobAnalysis& job, std::span<const TraceAnalysis*
     }
     arrival = std::move(next);
   }
+  s.arrival_limits.resize(analyses.size());
+  for (size_t i = 0; i < analyses.size(); ++i) s.arrival_limits[i].assign(d[i].size(), std::numeric_limits<TimeNs>::max());
+  for (size_t c = 0; c < members.size(); ++c) {
+    if (arrival[c] == kNotYet) continue;
+    for (const Member& m : members[c]) s.arrival_limits[m.analysis][m.node] = arrival[c] - m.to_job;
+  }
   s.arrival = std::move(arrival);
   return s;
 }

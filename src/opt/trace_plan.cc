@@ -1,6 +1,7 @@
 #include "emo/opt/trace_plan.h"
 
 #include <algorithm>
+#include <limits>
 #include <array>
 #include <chrono>
 #include <cmath>
@@ -34,6 +35,20 @@ struct Basis {
         TimeNs switch_latency = 0)
       : a(analysis), device(d), measured_clock(measured), stretch(model::ClassTimeRatios(d, measured)),
         durations(analysis.durations), switch_latency_ns(switch_latency) {}
+  // A rank of a job (TracePlanOptions::joint_*).
+  Basis(const analysis::TraceAnalysis& analysis, const model::DeviceModel& d, MegaHertz measured,
+        const TracePlanOptions& options)
+      : Basis(analysis, d, measured, options.switch_latency_ns) {
+    if (!options.joint_durations.empty()) {
+      durations = options.joint_durations;
+      end_bounds = options.joint_end_bounds;
+      for (size_t v = 0; v < options.joint_arrival_limits.size(); ++v) {
+        if (options.joint_arrival_limits[v] != std::numeric_limits<TimeNs>::max()) {
+          arrival_limits.emplace_back(static_cast<uint32_t>(v), options.joint_arrival_limits[v]);
+        }
+      }
+    }
+  }
   const analysis::TraceAnalysis& a;
   const model::DeviceModel& device;
   // The default clock, or the clock the power limiter held the iteration at when the model's
@@ -43,9 +58,13 @@ struct Basis {
   // Per clock of the device and kernel class: an op's time there over its measured time, so a
   // clock stretches an op the same whatever pack holds it.
   std::vector<std::array<double, model::kNumKernelClasses>> stretch;
-  // Per node, the durations plans are scored on: the analysis timeline's, or one end of the
-  // overhead correction's band.
+  // Per node, the durations plans are scored on: the analysis timeline's, one end of the
+  // overhead correction's band, or the joint replay's for a rank of a job.
   std::span<const TimeNs> durations;
+  // Per node, a lower bound on its end from outside the graph (the rank's peers); empty: none.
+  std::span<const TimeNs> end_bounds;
+  // (node, latest start): collective kernels whose later start would make the peers wait longer.
+  std::vector<std::pair<uint32_t, TimeNs>> arrival_limits;
   // A clock switch takes this long: ops that start in the first switch_latency_ns of a pack
   // whose clock differs from the pack before it (on its device, cyclically: the first pack
   // follows the last of the previous iteration) run at the earlier pack's clock.
@@ -101,10 +120,13 @@ class Evaluator {
         }
       }
     }
-    const auto s = analysis::Replay(*b_.a.graph, dur);
+    const auto s = analysis::Replay(*b_.a.graph, dur, b_.end_bounds);
     const auto bounds = analysis::BoundsOf(*b_.a.graph, b_.a.iterations, s, b_.a.steady);
     const TimeNs lo = bounds.start, hi = bounds.end;
-    PlanPoint out{hi - lo, 0.0};
+    // A rank of a job that arrives later at a collective than its peers did delays them: charged.
+    TimeNs late = 0;
+    for (const auto& [v, limit] : b_.arrival_limits) late = std::max(late, s.start[v] - limit);
+    PlanPoint out{hi - lo + late, 0.0};
     if (windows) windows->clear();
     // Pack windows tile [lo, hi): each from its first op's new start (the first from lo),
     // clamped into [lo, hi] and never before the previous boundary, so no window is negative
@@ -630,6 +652,8 @@ void RecordPacks(const Basis& basis, const PackingPlan& won, TracePlan& plan) {
 // how much slower it runs, if the real timeline is at either end.
 void ScoreBand(const Basis& basis, const PackingPlan& won, TracePlan& plan) {
   const auto& a = basis.a;
+  // The band is the rank's own correction's: a rank timed with its job has none.
+  if (!basis.end_bounds.empty()) return;
   for (const double factor : {a.overhead.band_lo, a.overhead.band_hi}) {
     if (!a.HasBand()) break;
     const std::vector<TimeNs> durations = analysis::BandDurations(a, factor);
@@ -659,7 +683,8 @@ Result<TracePlan> PlanTrace(const analysis::TraceAnalysis& a, const model::Devic
   }
   // The clock the trace's durations ran at, then the baselines every plan is compared with.
   plan.throttle_clock = ThrottledClock(a, device, windows);
-  const Basis basis(a, device, plan.throttle_clock, options.switch_latency_ns);
+  const Basis basis(a, device, plan.throttle_clock, options);
+  plan.joint = !options.joint_durations.empty();
   auto window_models = BuildModels(basis, windows);
   const size_t static_index = ScoreDefaults(basis, windows, window_models, options, plan);
   const bool one_device = std::all_of(windows.begin(), windows.end(),
@@ -688,6 +713,14 @@ Result<TracePlan> PlanTrace(const analysis::TraceAnalysis& a, const model::Devic
   ScoreBand(basis, won, plan);
   plan.solve_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
   return plan;
+}
+
+std::vector<TimeNs> PlannedDurations(const TracePlan& plan, std::span<const TimeNs> base) {
+  std::vector<TimeNs> d(base.begin(), base.end());
+  for (const PlannedPack& p : plan.packs) {
+    for (size_t k = 0; k < p.pack.ops.size() && k < p.op_extra_ns.size(); ++k) d[p.pack.ops[k].value()] += p.op_extra_ns[k];
+  }
+  return d;
 }
 
 double SavingPct(const PlanPoint& baseline, const PlanPoint& p) {

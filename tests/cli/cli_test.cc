@@ -84,6 +84,37 @@ TEST(CliTest, WhatIfSlowRankNeedsAJobAndSaysWhatItChanged) {
   EXPECT_NE(missing.out.find("no trace of rank 4 was given (ranks given: 0, 1)"), std::string::npos) << missing.out;
 }
 
+// The ranks of a job are planned with their peers held where the joint replay puts them, and
+// every plan is then replayed jointly at once: the job meets the target. Planned each alone
+// (--per-rank), the DDP pair's plans miss it (each rank's +2 % adds up across the all-reduces),
+// and the pipeline's lighter stage saves less (its bubbles are not slack to it).
+TEST(CliTest, OptimizePlansTheRanksOfAJobAgainstTheJobsTime) {
+  EMO_REQUIRE_SHARED();
+  auto pair = [](const char* job) {
+    return SharedPath("traces/h200/" + std::string(job) + "_rank0.json.gz") + " " +
+           SharedPath("traces/h200/" + std::string(job) + "_rank1.json.gz");
+  };
+  for (const char* job : {"ddp_gpt", "pp_gpt"}) {
+    SCOPED_TRACE(job);
+    const auto joint = EmoJson("optimize " + pair(job) + " --device h200", "optimize");
+    ASSERT_TRUE(joint.contains("job")) << joint.dump().substr(0, 400);
+    EXPECT_EQ(joint["job"]["planned"], "jointly");
+    EXPECT_TRUE(joint["job"]["met"].get<bool>());
+    EXPECT_LE(joint["job"]["slowdown_pct"].get<double>(), 2.0 + 1e-9);
+    EXPECT_TRUE(joint["job"]["converged"].get<bool>());
+    const auto alone = EmoJson("optimize " + pair(job) + " --device h200 --per-rank", "optimize");
+    EXPECT_EQ(alone["job"]["planned"], "per rank (--per-rank)");
+    if (std::string(job) == "ddp_gpt") {
+      EXPECT_FALSE(alone["job"]["met"].get<bool>());
+      EXPECT_GT(alone["job"]["slowdown_pct"].get<double>(), 4.0);
+    } else {
+      const double lighter_joint = joint["traces"][1]["plan"]["energy_j"].get<double>();
+      const double lighter_alone = alone["traces"][1]["plan"]["energy_j"].get<double>();
+      EXPECT_LT(lighter_joint, 0.9 * lighter_alone);
+    }
+  }
+}
+
 TEST(CliTest, OptimizeWritesTheContractFields) {
   const auto j = EmoJson("optimize " + kHeldout + " --device h200", "optimize");
   ASSERT_TRUE(j.is_object());

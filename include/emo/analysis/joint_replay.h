@@ -43,6 +43,10 @@ struct JointSchedule {
   // What the last pass replayed, per rank: the durations (a member that waited runs its tail)
   // and the end bounds (INT64_MIN: none).
   std::vector<std::vector<TimeNs>> durations, end_bounds;
+  // Per rank and node: for a collective kernel, its collective's arrival (the last member's
+  // start) in the rank's own time; INT64_MAX elsewhere. A rank that starts one later delays
+  // every member that waits for it.
+  std::vector<std::vector<TimeNs>> arrival_limits;
 };
 
 // `analyses` are the job's ranks (any order; each found in `job` by its trace's rank);

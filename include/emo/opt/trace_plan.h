@@ -16,6 +16,7 @@
 #pragma once
 
 #include <array>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -42,6 +43,16 @@ struct TracePlanOptions {
   TimeNs switch_latency_ns = 0;
   // Where packing.min_pack_ns comes from, for the report.
   std::string min_pack_source = "default (10 ms)";
+  // A rank of a job replayed jointly (analysis::JointReplay's durations and end_bounds for it):
+  // per node, the durations its plans are timed with (a collective kernel that waited runs only
+  // its own tail) and the ends the other ranks' arrivals hold its collective kernels to (held
+  // where the joint replay put them). Its waits for its peers become slack a lower clock may
+  // use. Empty: the rank alone (its collective kernels keep their measured waits).
+  std::span<const TimeNs> joint_durations, joint_end_bounds;
+  // And per node, the latest start that delays no peer (analysis::JointSchedule::arrival_limits):
+  // a plan that starts a collective kernel later is charged that delay on its iteration time
+  // (its peers wait for it that much longer).
+  std::span<const TimeNs> joint_arrival_limits;
 };
 
 struct PlannedPack {
@@ -121,6 +132,7 @@ struct TracePlan {
     PlanPoint baseline, plan;
   };
   std::vector<BandEnd> band;
+  bool joint = false;                // timed as a rank of its job (TracePlanOptions::joint_*)
   std::string plan_from;             // which start the final plan descended from
   double solve_ms = 0;
   size_t replays = 0;
@@ -128,6 +140,10 @@ struct TracePlan {
 
 Result<TracePlan> PlanTrace(const analysis::TraceAnalysis& a, const model::DeviceModel& device,
                             const TracePlanOptions& options);
+
+// `base` (per node of the plan's trace) with each planned op's modelled extra time at its pack's
+// clock (PlannedPack::op_extra_ns) added: the durations the plan runs the iteration with.
+std::vector<TimeNs> PlannedDurations(const TracePlan& plan, std::span<const TimeNs> base);
 
 // 100 x (baseline energy - p's) / baseline energy, and 100 x (p's time - baseline's) / baseline's.
 double SavingPct(const PlanPoint& baseline, const PlanPoint& p);
