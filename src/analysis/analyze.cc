@@ -127,6 +127,11 @@ Result<TraceAnalysis> AnalyzeTrace(const std::string& path, const AnalyzeOptions
   return AnalyzeTrace(std::move(t), options);
 }
 
+Result<TraceAnalysis> AnalyzeTrace(trace::TraceSource source, const AnalyzeOptions& options) {
+  EMO_ASSIGN_OR_RETURN(trace::Trace t, trace::ReadTrace(std::move(source)));
+  return AnalyzeTrace(std::move(t), options);
+}
+
 Result<TraceAnalysis> AnalyzeTrace(trace::Trace trace, const AnalyzeOptions& options) {
   TraceAnalysis a;
   a.trace = std::make_unique<trace::Trace>(std::move(trace));

@@ -65,10 +65,13 @@ Result<std::string> ReadFileMaybeGzip(const std::string& path) {
   std::ostringstream ss;
   ss << in.rdbuf();
   if (in.bad()) return IoError(fmt::format("{}: read failed", path));
-  std::string data = std::move(ss).str();
+  return MaybeGunzip(path, std::move(ss).str());
+}
+
+Result<std::string> MaybeGunzip(const std::string& name, std::string data) {
   if (data.size() >= 2 && static_cast<unsigned char>(data[0]) == 0x1f &&
       static_cast<unsigned char>(data[1]) == 0x8b) {
-    return Gunzip(path, data);
+    return Gunzip(name, data);
   }
   return data;
 }

@@ -99,8 +99,8 @@ json PlanToJson(const opt::PlannedTrace& pt) {
     j["plan"]["scored_on"] = j["plan"]["scored_on"].get<std::string>() +
                              "; timed with the job's other ranks held where the joint replay puts them (its waits for "
                              "them are slack; a later arrival at a collective is charged as the delay it causes)";
+    j["plan"]["timed_with_job"] = true;
   }
-  j["plan"]["timed_with_job"] = pt.plan.joint;
   j["static_best"] = PointJson(b, plan.static_best);
   j["static_best"]["clock_mhz"] = plan.static_best_clock.value();
   if (plan.pass_level_phases > 0) {

@@ -72,6 +72,16 @@ const std::vector<std::unique_ptr<Reader>>& Readers() {
 
 Result<Trace> ReadTrace(const std::string& path) {
   EMO_ASSIGN_OR_RETURN(std::string data, ReadFileMaybeGzip(path));
+  return ReadTraceData(path, std::move(data));
+}
+
+Result<Trace> ReadTrace(TraceSource source) {
+  if (!source.in_memory) return ReadTrace(source.name);
+  EMO_ASSIGN_OR_RETURN(std::string data, MaybeGunzip(source.name, std::move(source.data)));
+  return ReadTraceData(source.name, std::move(data));
+}
+
+Result<Trace> ReadTraceData(const std::string& path, std::string data) {
   if (data.empty()) return ParseError(fmt::format("{}: empty file (no bytes to read)", path));
   const std::string_view head(data.data(), std::min(data.size(), kSniffBytes));
   for (const auto& reader : Readers()) {

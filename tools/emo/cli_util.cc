@@ -1,17 +1,23 @@
 #include "cli_util.h"
 
+#include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <map>
+#include <mutex>
+#include <optional>
 #include <regex>
 #include <string_view>
+#include <thread>
 
 #include <fmt/format.h>
 
 #include "emo/analysis/iterations.h"
 #include "emo/base/file.h"
+#include "emo/trace/reader.h"
 #include "emo/model/device.h"
 
 namespace emo::cli {
@@ -175,6 +181,34 @@ void RefuseTwoOnStdout(CLI::App* cmd, std::vector<std::string> outputs) {
 int Fail(const char* command, const Status& status) {
   fmt::print(stderr, "emo {}: {}\n", command, status.ToString());
   return 1;
+}
+
+Result<std::vector<analysis::TraceAnalysis>> AnalyzeInputs(const char* command, const std::vector<std::string>& inputs,
+                                                           const analysis::AnalyzeOptions& options) {
+  EMO_ASSIGN_OR_RETURN(std::vector<trace::TraceSource> sources, trace::ExpandTraceInputs(inputs));
+  std::vector<std::optional<Result<analysis::TraceAnalysis>>> done(sources.size());
+  std::atomic<size_t> next{0};
+  std::mutex say;
+  auto work = [&] {
+    for (size_t i = next++; i < sources.size(); i = next++) {
+      {
+        std::lock_guard<std::mutex> lock(say);
+        fmt::print(stderr, "emo {}: reading {} ...\n", command, sources[i].name);
+      }
+      done[i].emplace(analysis::AnalyzeTrace(std::move(sources[i]), options));
+    }
+  };
+  const size_t threads = std::min<size_t>({sources.size(), 8, std::max(1u, std::thread::hardware_concurrency())});
+  std::vector<std::thread> pool;
+  for (size_t t = 1; t < threads; ++t) pool.emplace_back(work);
+  work();
+  for (auto& t : pool) t.join();
+  std::vector<analysis::TraceAnalysis> out;
+  for (auto& d : done) {
+    if (!d->ok()) return d->status();
+    out.push_back(std::move(*d).value());
+  }
+  return out;
 }
 
 Status WriteJson(const std::string& path, const nlohmann::json& j) {

@@ -44,6 +44,12 @@ void RefuseTwoOnStdout(CLI::App* cmd, std::vector<std::string> outputs);
 // Prints "emo <command>: <status>" to stderr and returns exit code 1.
 int Fail(const char* command, const Status& status);
 
+// Reads and analyses every trace behind `inputs` (files, folders of them, tar archives of them:
+// trace::ExpandTraceInputs), on up to 8 threads, in the order given; says "emo COMMAND: reading
+// NAME ..." on stderr for each. The first failure (in that order) is returned.
+Result<std::vector<analysis::TraceAnalysis>> AnalyzeInputs(const char* command, const std::vector<std::string>& inputs,
+                                                           const analysis::AnalyzeOptions& options);
+
 // Writes `j` (indented) to `path` ("-" = stdout); "" writes nothing.
 Status WriteJson(const std::string& path, const nlohmann::json& j);
 

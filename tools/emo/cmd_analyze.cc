@@ -138,13 +138,9 @@ int RunAnalyze(const AnalyzeArgs& args) {
   if (!overhead.ok()) return Fail("analyze", overhead.status());
   options.overhead = std::move(overhead).value();
   options.slack_threshold_ns = static_cast<TimeNs>(args.slack_threshold_us * 1e3);
-  std::vector<analysis::TraceAnalysis> all;
-  for (const auto& path : args.traces) {
-    fmt::print(stderr, "emo analyze: reading {} ...\n", path);
-    auto a = analysis::AnalyzeTrace(path, options);
-    if (!a.ok()) return Fail("analyze", a.status());
-    all.push_back(std::move(a).value());
-  }
+  auto read = AnalyzeInputs("analyze", args.traces, options);
+  if (!read.ok()) return Fail("analyze", read.status());
+  std::vector<analysis::TraceAnalysis> all = std::move(read).value();
   // Several ranks of one job: their collectives matched across ranks.
   std::optional<analysis::JobAnalysis> job;
   if (all.size() >= 2) {
@@ -216,7 +212,10 @@ void SetupAnalyze(CLI::App& app, int& exit_code) {
       "Build the dependency graph of a trace, replay it, and report iteration time, replay error,\n"
       "the critical path and per-GPU slack. TRACE: PyTorch-profiler (Kineto) JSON, .json or .json.gz;\n"
       "one file per rank.");
-  cmd->add_option("traces", args->traces, "Trace files")->required()->check(CLI::ExistingFile);
+  cmd->add_option("traces", args->traces,
+                  "Trace files; a folder or a tar archive (.tar, .tar.gz, .tgz) stands for the traces in it")
+      ->required()
+      ->check(CLI::ExistingPath);
   AddIterationFlag(cmd, args->iteration);
   AddOverheadFlags(cmd, args->overhead);
   cmd->add_option("--json", args->json, "Write the JSON result to FILE ('-' = stdout)");

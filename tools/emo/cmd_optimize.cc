@@ -75,18 +75,18 @@ int RunOptimize(const OptimizeArgs& args) {
   // from another GPU is refused before work is spent, and no output is half written.
   std::vector<analysis::TraceAnalysis> analyses;
   std::vector<model::DeviceCheck> checks;
-  for (const auto& path : args.traces) {
-    fmt::print(stderr, "emo optimize: reading {} ...\n", path);
-    auto a = analysis::AnalyzeTrace(path, options);
-    if (!a.ok()) return Fail("optimize", a.status());
-    model::DeviceCheck check = model::CheckTraceGpu(*device, trace::GpuNamesUsed(*a->trace));
+  auto read = AnalyzeInputs("optimize", args.traces, options);
+  if (!read.ok()) return Fail("optimize", read.status());
+  for (auto& item : *read) {
+    const std::string path = item.trace->meta.source_path;
+    model::DeviceCheck check = model::CheckTraceGpu(*device, trace::GpuNamesUsed(*item.trace));
     if (check.outcome == model::DeviceCheck::Outcome::kMismatch && !args.allow_device_mismatch) {
       return Fail("optimize", InvalidArgument(fmt::format(
                                   "{}: {}. Pass the model of the trace's GPU (`emo devices` lists them), or "
                                   "--allow-device-mismatch to plan with this one anyway (every output then says so)",
                                   path, check.message)));
     }
-    analyses.push_back(std::move(a).value());
+    analyses.push_back(std::move(item));
     checks.push_back(std::move(check));
   }
   // The ranks of one job: each timed with its peers held where the joint replay puts them.
@@ -114,7 +114,8 @@ int RunOptimize(const OptimizeArgs& args) {
   auto plan_ranks = [&](double slowdown, bool joint_rank, std::vector<opt::PlannedTrace>* out) -> Status {
     out->clear();
     for (size_t i = 0; i < analyses.size(); ++i) {
-      fmt::print(stderr, "emo optimize: planning {} ({} of {}{}) ...\n", args.traces[i], i + 1, analyses.size(),
+      fmt::print(stderr, "emo optimize: planning {} ({} of {}{}) ...\n", analyses[i].trace->meta.source_path, i + 1,
+                 analyses.size(),
                  joint_rank ? fmt::format(", timed with its job's other ranks, target +{:.2f} %", 100.0 * slowdown) : "");
       opt::TracePlanOptions rank_options = plan_options;
       rank_options.max_slowdown = slowdown;
@@ -237,7 +238,11 @@ void SetupOptimize(CLI::App& app, int& exit_code) {
       "Plan one SM clock per pack of the steady iteration so that its predicted energy is least\n"
       "within (1 + max-slowdown) x its time at the default clock; compare with all-default and the\n"
       "best single static clock. Energies are predictions of the device model (see `emo devices`).");
-  cmd->add_option("traces", args->traces, "Trace files (one per rank)")->required()->check(CLI::ExistingFile);
+  cmd->add_option("traces", args->traces,
+                  "Trace files (one per rank); a folder or a tar archive (.tar, .tar.gz, .tgz) stands for the traces "
+                  "in it")
+      ->required()
+      ->check(CLI::ExistingPath);
   cmd->add_option("--device", args->device, "Device model name or file (see `emo devices`)")->required();
   AddDevicesDirFlag(cmd, args->devices_dir);
   cmd->add_option("--max-slowdown", args->max_slowdown,

@@ -32,18 +32,14 @@ int RunJobWhatif(const WhatifArgs& args, const std::vector<analysis::ScaleRule>&
     if (!r.ok()) return Fail("whatif", r.status()) + 1;  // a usage error: 2
     slow.push_back(*r);
   }
-  if (args.traces.size() < 2) {
+  auto read = AnalyzeInputs("whatif", args.traces, options);
+  if (!read.ok()) return Fail("whatif", read.status());
+  std::vector<analysis::TraceAnalysis> all = std::move(read).value();
+  if (all.size() < 2) {
     return Fail("whatif", InvalidArgument("--slow-rank needs the traces of every rank of the job (two or more)")) + 1;
   }
-  std::vector<analysis::TraceAnalysis> all;
   std::vector<analysis::RankInput> inputs;
-  for (const auto& path : args.traces) {
-    fmt::print(stderr, "emo whatif: reading {} ...\n", path);
-    auto a = analysis::AnalyzeTrace(path, options);
-    if (!a.ok()) return Fail("whatif", a.status());
-    all.push_back(std::move(a).value());
-    inputs.push_back(analysis::RankInputOf(all.back()));
-  }
+  for (const auto& a : all) inputs.push_back(analysis::RankInputOf(a));
   auto job = analysis::AnalyzeJob(inputs);
   if (!job.ok()) return Fail("whatif", job.status());
   std::vector<const analysis::TraceAnalysis*> ranks;
@@ -105,11 +101,12 @@ int RunWhatif(const WhatifArgs& args) {
   if (rules.empty()) {
     return Fail("whatif", InvalidArgument("give --scale REGEX=FACTOR, --slow-rank RANK=FACTOR, or both")) + 1;
   }
+  auto read = AnalyzeInputs("whatif", args.traces, options);
+  if (!read.ok()) return Fail("whatif", read.status());
   nlohmann::json out = nlohmann::json::array();
-  for (const auto& path : args.traces) {
-    fmt::print(stderr, "emo whatif: reading {} ...\n", path);
-    auto a = analysis::AnalyzeTrace(path, options);
-    if (!a.ok()) return Fail("whatif", a.status());
+  for (const auto& item : *read) {
+    const analysis::TraceAnalysis* a = &item;
+    const std::string& path = a->trace->meta.source_path;
     auto w = analysis::RunWhatIf(*a, rules);
     if (!w.ok()) return Fail("whatif", w.status());
     const double change = w->change_pct;
@@ -156,7 +153,10 @@ void SetupWhatif(CLI::App& app, int& exit_code) {
       "--slow-rank, the ranks of one job replayed jointly with one rank made slower.\n"
       "Example: emo whatif trace.json.gz --scale 'gemm|nvjet=1.1' --scale 'elementwise=2'\n"
       "         emo whatif rank0.json.gz rank1.json.gz --slow-rank 1=1.2");
-  cmd->add_option("traces", args->traces, "Trace files")->required()->check(CLI::ExistingFile);
+  cmd->add_option("traces", args->traces,
+                  "Trace files; a folder or a tar archive (.tar, .tar.gz, .tgz) stands for the traces in it")
+      ->required()
+      ->check(CLI::ExistingPath);
   cmd->add_option("--scale", args->scales,
                   "REGEX=FACTOR: multiply the duration of GPU ops whose name matches REGEX\n"
                   "(ECMAScript, searched, not anchored); FACTOR >= 0; repeatable")

@@ -18,6 +18,7 @@
 #include "emo/analysis/whatif.h"
 #include "emo/base/status.h"
 #include "emo/graph/graph_builder.h"
+#include "emo/trace/reader.h"
 #include "emo/trace/trace.h"
 
 namespace emo::analysis {
@@ -113,6 +114,8 @@ Status CheckIterationLength(const TraceAnalysis& a, std::string_view what);
 Result<TraceAnalysis> AnalyzeTrace(const std::string& path, const AnalyzeOptions& options);
 // Analyses a trace already in memory (tests build small traces by hand).
 Result<TraceAnalysis> AnalyzeTrace(trace::Trace trace, const AnalyzeOptions& options);
+// Reads and analyses one of the traces trace::ExpandTraceInputs found.
+Result<TraceAnalysis> AnalyzeTrace(trace::TraceSource source, const AnalyzeOptions& options);
 
 // One GPU's energy as an EMO trace measured it (trace::GpuEnergy): the object of `emo analyze`'s
 // `measured_energy.gpus[]` and of `emo trace --json`'s `traces[].gpus[]`; energies null where
