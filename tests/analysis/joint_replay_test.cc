@@ -3,10 +3,7 @@
 #include "emo/analysis/joint_replay.h"
 
 #include <gtest/gtest.h>
-#include <unistd.h>
 
-#include <cstdlib>
-#include <filesystem>
 #include <string>
 #include <vector>
 
@@ -157,29 +154,40 @@ TEST(JointReplayTest, SlowRankArgumentsAreChecked) {
       << w.status().message();
 }
 
+// A job read from its inputs (files, or a tar archive of them).
+struct ReadJob {
+  explicit ReadJob(const std::vector<std::string>& inputs) {
+    auto sources = trace::ExpandTraceInputs(inputs);
+    EXPECT_TRUE(sources.ok()) << sources.status().message();
+    if (!sources.ok()) return;
+    for (auto& source : *sources) {
+      auto a = AnalyzeTrace(std::move(source), AnalyzeOptions{});
+      EXPECT_TRUE(a.ok()) << a.status().message();
+      if (a.ok()) all.push_back(std::move(a).value());
+    }
+    for (const auto& a : all) ranks.push_back(&a);
+  }
+  // Every rank's traced durations (identity) or analysis timeline.
+  std::vector<const std::vector<TimeNs>*> Durations(bool traced) const {
+    std::vector<const std::vector<TimeNs>*> d;
+    for (const auto& a : all) d.push_back(traced ? &a.traced_durations : &a.durations);
+    return d;
+  }
+  std::vector<TraceAnalysis> all;
+  std::vector<const TraceAnalysis*> ranks;
+};
+
 // Real jobs: our H200 DDP and pipeline pairs and the 8-rank DLRM step replay jointly to their
 // traces, per rank, within 1 %.
-void ExpectJointIdentity(const std::vector<std::string>& paths) {
-  std::vector<TraceAnalysis> all;
-  for (const auto& p : paths) {
-    auto a = AnalyzeTrace(p, AnalyzeOptions{});
-    ASSERT_TRUE(a.ok()) << a.status().message();
-    all.push_back(std::move(a).value());
-  }
-  std::vector<const TraceAnalysis*> ranks;
-  std::vector<const std::vector<TimeNs>*> d;
-  for (const auto& a : all) {
-    ranks.push_back(&a);
-    d.push_back(&a.traced_durations);
-  }
-  const JobAnalysis job = JobOf(ranks);
-  const JointSchedule s = JointReplay(job, ranks, d);
+void ExpectJointIdentity(const ReadJob& r) {
+  const JobAnalysis job = JobOf(r.ranks);
+  const JointSchedule s = JointReplay(job, r.ranks, r.Durations(true));
   EXPECT_TRUE(s.converged);
   EXPECT_GT(s.members_bound, 0u);
-  const std::vector<TimeNs> steady = JointSteadyTimes(ranks, s);
-  for (size_t i = 0; i < ranks.size(); ++i) {
-    const double measured = static_cast<double>(ranks[i]->measured_ns());
-    EXPECT_LE(std::abs(static_cast<double>(steady[i]) - measured), 0.01 * measured) << paths[i];
+  const std::vector<TimeNs> steady = JointSteadyTimes(r.ranks, s);
+  for (size_t i = 0; i < r.ranks.size(); ++i) {
+    const double measured = static_cast<double>(r.ranks[i]->measured_ns());
+    EXPECT_LE(std::abs(static_cast<double>(steady[i]) - measured), 0.01 * measured) << r.ranks[i]->trace->meta.source_path;
   }
 }
 
@@ -187,53 +195,34 @@ TEST(JointReplaySharedTest, RealJobsReplayJointlyWithinOnePercent) {
   EMO_REQUIRE_SHARED();
   for (const char* job : {"ddp_gpt", "pp_gpt"}) {
     SCOPED_TRACE(job);
-    ExpectJointIdentity({SharedPath("traces/h200/" + std::string(job) + "_rank0.json.gz"),
-                         SharedPath("traces/h200/" + std::string(job) + "_rank1.json.gz")});
+    ExpectJointIdentity(ReadJob({SharedPath("traces/h200/" + std::string(job) + "_rank0.json.gz"),
+                                 SharedPath("traces/h200/" + std::string(job) + "_rank1.json.gz")}));
   }
-  const std::string dir = ::testing::TempDir() + "emo_joint_dlrm_" + std::to_string(getpid());
-  ASSERT_EQ(std::system(("mkdir -p '" + dir + "' && tar xzf '" + SharedPath("traces/param/dlrm_kineto_8ranks_v100.tar.gz") +
-                         "' -C '" + dir + "'").c_str()),
-            0);
-  std::vector<std::string> dlrm;
-  for (const auto& entry : std::filesystem::directory_iterator(dir + "/dlrm_kineto")) dlrm.push_back(entry.path().string());
-  ASSERT_EQ(dlrm.size(), 8u);
+  const ReadJob dlrm({SharedPath("traces/param/dlrm_kineto_8ranks_v100.tar.gz")});
+  ASSERT_EQ(dlrm.all.size(), 8u);
   ExpectJointIdentity(dlrm);
   // The straggler, rank 7, is on the job's critical path.
-  std::vector<TraceAnalysis> all;
-  for (const auto& p : dlrm) all.push_back(std::move(AnalyzeTrace(p, AnalyzeOptions{})).value());
-  std::vector<const TraceAnalysis*> ranks;
-  std::vector<const std::vector<TimeNs>*> d;
-  for (const auto& a : all) {
-    ranks.push_back(&a);
-    d.push_back(&a.durations);
-  }
-  const JobAnalysis job = JobOf(ranks);
-  const JointCriticalPath path = FindJointCriticalPath(job, ranks, JointReplay(job, ranks, d));
+  const JobAnalysis job = JobOf(dlrm.ranks);
+  const JointCriticalPath path = FindJointCriticalPath(job, dlrm.ranks, JointReplay(job, dlrm.ranks, dlrm.Durations(false)));
   ExpectContiguous(path);
   TimeNs on7 = 0;
   for (const auto& seg : path.segments) on7 += seg.rank == 7 ? seg.path.total() : 0;
   EXPECT_GT(on7, (path.to_ns - path.from_ns) / 5);
-  std::filesystem::remove_all(dir);
 }
 
 // On the H200 DDP pair, rank 1 made 1.5x slower slows rank 0 jointly; alone, rank 0 cannot see it.
 TEST(JointReplaySharedTest, ADdpStragglerSlowsItsPeer) {
   EMO_REQUIRE_SHARED();
-  std::vector<TraceAnalysis> all;
-  for (int r = 0; r < 2; ++r) {
-    auto a = AnalyzeTrace(SharedPath("traces/h200/ddp_gpt_rank" + std::to_string(r) + ".json.gz"), AnalyzeOptions{});
-    ASSERT_TRUE(a.ok()) << a.status().message();
-    all.push_back(std::move(a).value());
-  }
-  const std::vector<const TraceAnalysis*> ranks = {&all[0], &all[1]};
-  auto w = RunJobWhatIf(JobOf(ranks), ranks, {}, {{1, 1.5}});
+  const ReadJob r({SharedPath("traces/h200/ddp_gpt_rank0.json.gz"), SharedPath("traces/h200/ddp_gpt_rank1.json.gz")});
+  ASSERT_EQ(r.all.size(), 2u);
+  auto w = RunJobWhatIf(JobOf(r.ranks), r.ranks, {}, {{1, 1.5}});
   ASSERT_TRUE(w.ok()) << w.status().message();
   const TimeNs grew1 = w->ranks[1].whatif_ns - w->ranks[1].baseline_ns;
   const TimeNs grew0 = w->ranks[0].whatif_ns - w->ranks[0].baseline_ns;
   EXPECT_GT(grew1, 0);
   EXPECT_GT(grew0, grew1 / 2);
-  EXPECT_EQ(w->ranks[0].alone_ns, IterationTimes(*all[0].graph, all[0].iterations,
-                                                 Replay(*all[0].graph, all[0].durations))[all[0].steady]);
+  const TraceAnalysis& r0 = r.all[0];
+  EXPECT_EQ(w->ranks[0].alone_ns, IterationTimes(*r0.graph, r0.iterations, Replay(*r0.graph, r0.durations))[r0.steady]);
 }
 
 }  // namespace
