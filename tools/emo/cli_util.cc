@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <locale>
 #include <map>
 #include <mutex>
 #include <optional>
@@ -199,6 +200,11 @@ Result<std::vector<analysis::TraceAnalysis>> AnalyzeInputs(const char* command, 
     }
   };
   const size_t threads = std::min<size_t>({sources.size(), 8, std::max(1u, std::thread::hardware_concurrency())});
+  // libstdc++ fills std::ctype<char>'s narrow() cache lazily, one character at a time, and every
+  // std::regex compile goes through it: filled here, before the threads, it is only read (GCC
+  // bug 77704; ThreadSanitizer reports the lazy writes).
+  const auto& ctype = std::use_facet<std::ctype<char>>(std::locale());
+  for (int c = 0; c < 256; ++c) (void)ctype.narrow(static_cast<char>(c), '\0');
   std::vector<std::thread> pool;
   for (size_t t = 1; t < threads; ++t) pool.emplace_back(work);
   work();
