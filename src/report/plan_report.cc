@@ -213,4 +213,46 @@ std::string FrontierCsv(const std::vector<opt::PlannedTrace>& plans) {
   return csv;
 }
 
+namespace {
+std::string PlannedAs(const opt::JobPlan& p) {
+  if (!p.jointly) return "per rank (--per-rank)";
+  return p.fell_back ? "per rank (the joint plans did not meet the job's target)" : "jointly";
+}
+double JobSlowdownPct(const opt::JobPlan& p) {
+  return 100.0 * (static_cast<double>(p.planned_ns) / static_cast<double>(std::max<TimeNs>(1, p.baseline_ns)) - 1.0);
+}
+}  // namespace
+
+json JobPlanToJson(const opt::JobPlan& p, size_t collectives_matched) {
+  json rounds = json::array();
+  for (const auto& r : p.rounds) {
+    json j = {{"rank_target_pct", 100.0 * r.rank_target}, {"job_us", NsToUs(r.job_ns)}};
+    if (r.per_rank) j["per_rank"] = true;
+    rounds.push_back(std::move(j));
+  }
+  return {{"planned", PlannedAs(p)},
+          {"about", "the ranks of one job, each planned with its peers held where the joint replay of the analysis "
+                    "timelines puts them (its waits for them are slack); every rank's plan then replayed jointly at "
+                    "once, and the ranks' target cut until the job meets it. Times: the slowest rank's steady "
+                    "iteration (--per-rank: each rank planned alone)"},
+          {"collectives_matched", collectives_matched},
+          {"baseline_us", NsToUs(p.baseline_ns)},
+          {"planned_us", NsToUs(p.planned_ns)},
+          {"slowdown_pct", JobSlowdownPct(p)},
+          {"target_pct", 100.0 * p.target},
+          {"met", p.met()},
+          {"rank_target_pct", 100.0 * p.rank_target},
+          {"rounds", rounds},
+          {"converged", p.converged}};
+}
+
+std::string JobPlanText(const opt::JobPlan& p, size_t ranks, size_t collectives_matched) {
+  return fmt::format("job of {} ranks, planned {} ({} collectives matched): every rank's plan at once, replayed jointly: "
+                     "{:.1f} us against {:.1f} us at the default clocks ({:+.2f} %, target +{:.2f} %{}; each rank planned "
+                     "to +{:.2f} %){}\n",
+                     ranks, PlannedAs(p), collectives_matched, NsToUs(p.planned_ns), NsToUs(p.baseline_ns),
+                     JobSlowdownPct(p), 100.0 * p.target, p.met() ? ", met" : ", NOT met", 100.0 * p.rank_target,
+                     p.converged ? "" : " (the joint replay did NOT converge)");
+}
+
 }  // namespace emo::report

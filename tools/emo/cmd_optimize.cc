@@ -10,10 +10,10 @@
 #include "commands.h"
 #include "emo/analysis/analyze.h"
 #include "emo/analysis/job.h"
-#include "emo/analysis/joint_replay.h"
 #include "emo/base/file.h"
 #include "emo/base/text.h"
 #include "emo/model/device.h"
+#include "emo/opt/job_plan.h"
 #include "emo/opt/trace_plan.h"
 #include "emo/policy/policy.h"
 #include "emo/report/plan_report.h"
@@ -89,116 +89,46 @@ int RunOptimize(const OptimizeArgs& args) {
     analyses.push_back(std::move(item));
     checks.push_back(std::move(check));
   }
-  // The ranks of one job: each timed with its peers held where the joint replay puts them.
-  std::vector<const analysis::TraceAnalysis*> ranks;
-  std::vector<const std::vector<TimeNs>*> timelines;
-  for (const auto& a : analyses) {
-    ranks.push_back(&a);
-    timelines.push_back(&a.durations);
-  }
+  // The ranks of one job are planned against the job's time (opt::PlanJob).
   std::optional<analysis::JobAnalysis> job;
-  analysis::JointSchedule joint;
+  std::vector<const analysis::TraceAnalysis*> ranks;
+  for (const auto& a : analyses) ranks.push_back(&a);
   if (analyses.size() >= 2) {
     std::vector<analysis::RankInput> inputs;
     for (const auto& a : analyses) inputs.push_back(analysis::RankInputOf(a));
     if (std::all_of(inputs.begin(), inputs.end(), [](const auto& r) { return r.rank >= 0; })) {
       auto j = analysis::AnalyzeJob(inputs);
       if (!j.ok()) return Fail("optimize", j.status()) + 1;
-      if (!j->collectives.empty()) {
-        job = std::move(j).value();
-        joint = analysis::JointReplay(*job, ranks, timelines);
-      }
+      if (!j->collectives.empty()) job = std::move(j).value();
     }
   }
-  // Plans every rank with the latency target `slowdown`.
-  auto plan_ranks = [&](double slowdown, bool joint_rank, std::vector<opt::PlannedTrace>* out) -> Status {
-    out->clear();
-    for (size_t i = 0; i < analyses.size(); ++i) {
-      fmt::print(stderr, "emo optimize: planning {} ({} of {}{}) ...\n", analyses[i].trace->meta.source_path, i + 1,
-                 analyses.size(),
-                 joint_rank ? fmt::format(", timed with its job's other ranks, target +{:.2f} %", 100.0 * slowdown) : "");
-      opt::TracePlanOptions rank_options = plan_options;
-      rank_options.max_slowdown = slowdown;
-      if (joint_rank) {
-        rank_options.joint_durations = joint.durations[i];
-        rank_options.joint_end_bounds = joint.end_bounds[i];
-        rank_options.joint_arrival_limits = joint.arrival_limits[i];
-      }
-      auto plan = opt::PlanTrace(analyses[i], *device, rank_options);
-      if (!plan.ok()) return plan.status();
-      const bool overridden = checks[i].outcome == model::DeviceCheck::Outcome::kMismatch;
-      out->push_back({&analyses[i], &*device, std::move(plan).value(), checks[i], overridden});
-    }
-    return Status::Ok();
+  auto progress = [&](size_t i, double target, bool with_peers) {
+    fmt::print(stderr, "emo optimize: planning {} ({} of {}{}) ...\n", analyses[i].trace->meta.source_path, i + 1,
+               analyses.size(),
+               with_peers ? fmt::format(", timed with its job's other ranks, target +{:.2f} %", 100.0 * target) : "");
   };
-  // The job's slowest rank's steady iteration with every rank's plan at once, replayed jointly.
-  auto job_time = [&](const std::vector<opt::PlannedTrace>& plans, bool* converged) {
-    std::vector<std::vector<TimeNs>> with_plans;
-    for (size_t i = 0; i < plans.size(); ++i) with_plans.push_back(opt::PlannedDurations(plans[i].plan, analyses[i].durations));
-    std::vector<const std::vector<TimeNs>*> d;
-    for (const auto& w : with_plans) d.push_back(&w);
-    const analysis::JointSchedule after = analysis::JointReplay(*job, ranks, d);
-    *converged = *converged && after.converged;
-    const std::vector<TimeNs> t = analysis::JointSteadyTimes(ranks, after);
-    return *std::max_element(t.begin(), t.end());
-  };
-  std::vector<opt::PlannedTrace> planned;
-  const bool jointly = job.has_value() && !args.per_rank;
-  if (Status st = plan_ranks(args.max_slowdown, jointly, &planned); !st.ok()) return Fail("optimize", st);
-  nlohmann::json job_json;
+  std::vector<opt::TracePlan> plans;
+  std::optional<opt::JobPlan> job_plan;
   if (job) {
-    // Each rank met the target with its peers held still; all moving at once they can add up.
-    // The ranks' target is cut until the job meets it (at most kJobRounds plannings).
-    constexpr int kJobRounds = 5;
-    const std::vector<TimeNs> before_ns = analysis::JointSteadyTimes(ranks, joint);
-    const TimeNs before = *std::max_element(before_ns.begin(), before_ns.end());
-    const TimeNs allowed = static_cast<TimeNs>(static_cast<double>(before) * (1.0 + args.max_slowdown));
-    bool converged = joint.converged;
-    TimeNs planned_ns = job_time(planned, &converged);
-    double rank_target = args.max_slowdown;
-    nlohmann::json rounds = nlohmann::json::array();
-    rounds.push_back({{"rank_target_pct", 100.0 * rank_target}, {"job_us", NsToUs(planned_ns)}});
-    for (int round = 1; jointly && round < kJobRounds && planned_ns > allowed && rank_target > 0; ++round) {
-      const double over = static_cast<double>(planned_ns - before) / static_cast<double>(std::max<TimeNs>(1, allowed - before));
-      rank_target = round + 1 == kJobRounds ? 0.0 : rank_target / std::max(1.25, over);
-      std::vector<opt::PlannedTrace> tighter;
-      if (Status st = plan_ranks(rank_target, true, &tighter); !st.ok()) return Fail("optimize", st);
-      const TimeNs t = job_time(tighter, &converged);
-      rounds.push_back({{"rank_target_pct", 100.0 * rank_target}, {"job_us", NsToUs(t)}});
-      planned = std::move(tighter);
-      planned_ns = t;
+    auto jp = opt::PlanJob(*job, ranks, *device, plan_options, args.per_rank, progress);
+    if (!jp.ok()) return Fail("optimize", jp.status());
+    job_plan = std::move(jp).value();
+    plans = std::move(job_plan->plans);
+  } else {
+    for (size_t i = 0; i < analyses.size(); ++i) {
+      progress(i, args.max_slowdown, false);
+      auto plan = opt::PlanTrace(analyses[i], *device, plan_options);
+      if (!plan.ok()) return Fail("optimize", plan.status());
+      plans.push_back(std::move(plan).value());
     }
-    // Not met: each rank planned alone (its collective kernels keep their measured waits), if that
-    // meets the job's target or comes closer.
-    std::string planned_as = jointly ? "jointly" : "per rank (--per-rank)";
-    if (jointly && planned_ns > allowed) {
-      std::vector<opt::PlannedTrace> alone;
-      if (Status st = plan_ranks(args.max_slowdown, false, &alone); !st.ok()) return Fail("optimize", st);
-      const TimeNs t = job_time(alone, &converged);
-      rounds.push_back({{"rank_target_pct", 100.0 * args.max_slowdown}, {"job_us", NsToUs(t)}, {"per_rank", true}});
-      if (t < planned_ns) {
-        planned = std::move(alone);
-        planned_ns = t;
-        rank_target = args.max_slowdown;
-        planned_as = "per rank (the joint plans did not meet the job's target)";
-      }
-    }
-    const double slowdown = 100.0 * (static_cast<double>(planned_ns) / static_cast<double>(std::max<TimeNs>(1, before)) - 1.0);
-    job_json = {{"planned", planned_as},
-                {"about", "the ranks of one job, each planned with its peers held where the joint replay of the analysis "
-                          "timelines puts them (its waits for them are slack); every rank's plan then replayed jointly "
-                          "at once, and the ranks' target cut until the job meets it. Times: the slowest rank's steady "
-                          "iteration (--per-rank: each rank planned alone)"},
-                {"collectives_matched", job->collectives.size()},
-                {"baseline_us", NsToUs(before)},
-                {"planned_us", NsToUs(planned_ns)},
-                {"slowdown_pct", slowdown},
-                {"target_pct", 100.0 * args.max_slowdown},
-                {"met", planned_ns <= allowed},
-                {"rank_target_pct", 100.0 * rank_target},
-                {"rounds", rounds},
-                {"converged", converged}};
   }
+  std::vector<opt::PlannedTrace> planned;
+  for (size_t i = 0; i < analyses.size(); ++i) {
+    const bool overridden = checks[i].outcome == model::DeviceCheck::Outcome::kMismatch;
+    planned.push_back({&analyses[i], &*device, std::move(plans[i]), std::move(checks[i]), overridden});
+  }
+  nlohmann::json job_json;
+  if (job_plan) job_json = report::JobPlanToJson(*job_plan, job->collectives.size());
   // The text goes to stdout unless a machine-readable output does.
   const bool text = args.json != "-" && args.policy != "-" && args.frontier != "-";
   nlohmann::json all = nlohmann::json::array();
@@ -214,17 +144,9 @@ int RunOptimize(const OptimizeArgs& args) {
     Status st = WriteFile(args.frontier, report::FrontierCsv(planned));
     if (!st.ok()) return Fail("optimize", st);
   }
-  if (text && job) {
-    fmt::print("job of {} ranks, planned {} ({} collectives matched): every rank's plan at once, replayed jointly: "
-               "{:.1f} us against {:.1f} us at the default clocks ({:+.2f} %, target +{:.2f} %{}; each rank planned "
-               "to +{:.2f} %){}\n",
-               analyses.size(), job_json["planned"].get<std::string>(), job->collectives.size(), job_json["planned_us"].get<double>(),
-               job_json["baseline_us"].get<double>(), job_json["slowdown_pct"].get<double>(), 100.0 * args.max_slowdown,
-               job_json["met"].get<bool>() ? ", met" : ", NOT met", job_json["rank_target_pct"].get<double>(),
-               job_json["converged"].get<bool>() ? "" : " (the joint replay did NOT converge)");
-  }
+  if (text && job_plan) fmt::print("{}", report::JobPlanText(*job_plan, analyses.size(), job->collectives.size()));
   nlohmann::json out = all.size() == 1 ? all[0] : nlohmann::json{{"traces", all}};
-  if (job) out["job"] = std::move(job_json);
+  if (job_plan) out["job"] = std::move(job_json);
   Status st = WriteJson(args.json, out);
   return st.ok() ? 0 : Fail("optimize", st);
 }

@@ -8,6 +8,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "emo/opt/job_plan.h"
 #include "emo/opt/trace_plan.h"
 
 namespace emo::report {
@@ -21,5 +22,9 @@ std::string PlanText(const opt::PlannedTrace& p);
 // The pack-graph frontiers of every plan, one row per point:
 // `trace,rank,pack_graph_time_us,energy_j`.
 std::string FrontierCsv(const std::vector<opt::PlannedTrace>& plans);
+
+// `emo optimize`'s "job" object and its text line, for the ranks of one job (opt::PlanJob).
+nlohmann::json JobPlanToJson(const opt::JobPlan& p, size_t collectives_matched);
+std::string JobPlanText(const opt::JobPlan& p, size_t ranks, size_t collectives_matched);
 
 }  // namespace emo::report
