@@ -373,6 +373,18 @@ Result<JobAnalysis> AnalyzeJob(const std::vector<RankInput>& input) {
   return job;
 }
 
+Result<JobAnalysis> AnalyzeJob(std::span<const TraceAnalysis* const> ranks) {
+  std::vector<RankInput> inputs;
+  for (const TraceAnalysis* a : ranks) inputs.push_back(RankInputOf(*a));
+  return AnalyzeJob(inputs);
+}
+
+std::vector<const TraceAnalysis*> RanksOf(const std::vector<TraceAnalysis>& all) {
+  std::vector<const TraceAnalysis*> out;
+  for (const TraceAnalysis& a : all) out.push_back(&a);
+  return out;
+}
+
 nlohmann::json JobToJson(const JobAnalysis& job) {
   nlohmann::json ranks = nlohmann::json::array();
   for (const RankWait& w : job.ranks) {

@@ -25,24 +25,38 @@ struct Member {
   TimeNs tail;    // measured end - last arrival; <= 0: it did not wait for the others
 };
 
+// The analysis of rank `rank`, or analyses.size().
+size_t IndexOfRank(std::span<const TraceAnalysis* const> analyses, int64_t rank) {
+  for (size_t i = 0; i < analyses.size(); ++i) {
+    if (analyses[i]->trace->meta.rank == rank) return i;
+  }
+  return analyses.size();
+}
+
+// Per analysis: what puts its trace's times on the job clock (0 for a rank the job lacks).
+std::vector<TimeNs> ToJob(const JobAnalysis& job, std::span<const TraceAnalysis* const> analyses) {
+  std::vector<TimeNs> out(analyses.size(), 0);
+  for (const RankWait& w : job.ranks) {
+    if (const size_t i = IndexOfRank(analyses, w.rank); i < analyses.size()) out[i] = w.trace_to_job_ns;
+  }
+  return out;
+}
+
 // The members of each of job.collectives found in `analyses`.
 std::vector<std::vector<Member>> MembersOf(const JobAnalysis& job, std::span<const TraceAnalysis* const> analyses) {
-  std::map<int64_t, size_t> index;
-  for (size_t i = 0; i < analyses.size(); ++i) index[analyses[i]->trace->meta.rank] = i;
-  std::map<int64_t, TimeNs> to_job;
-  for (const RankWait& w : job.ranks) to_job[w.rank] = w.trace_to_job_ns;
+  const std::vector<TimeNs> to_job = ToJob(job, analyses);
   std::vector<std::vector<Member>> out(job.collectives.size());
   for (size_t c = 0; c < job.collectives.size(); ++c) {
     const MatchedCollective& mc = job.collectives[c];
     const TimeNs arrival = mc.members[mc.last].start;
     for (const auto& m : mc.members) {
-      const auto it = index.find(m.rank);
-      if (it == index.end() || m.op == UINT32_MAX) continue;
-      const graph::Graph& g = *analyses[it->second]->graph;
+      const size_t i = IndexOfRank(analyses, m.rank);
+      if (i == analyses.size() || m.op == UINT32_MAX) continue;
+      const graph::Graph& g = *analyses[i]->graph;
       if (m.op >= g.trace().gpu.size()) continue;
       const graph::NodeId node = g.NodeOfGpuOp(trace::GpuOpId(m.op));
       if (!node.valid()) continue;
-      out[c].push_back({it->second, node.value(), to_job.at(m.rank), m.end - arrival});
+      out[c].push_back({i, node.value(), to_job[i], m.end - arrival});
     }
   }
   return out;
@@ -65,37 +79,42 @@ JointSchedule JointReplay(const JobAnalysis& job, std::span<const TraceAnalysis*
     }
   }
   std::vector<TimeNs> arrival(members.size(), kNotYet);
-  std::vector<std::vector<TimeNs>> bounds(analyses.size());
+  std::vector<std::vector<TimeNs>> bounds(analyses.size()), next_bounds(analyses.size());
   s.ranks.resize(analyses.size());
   const size_t max_passes = members.size() + 2;
   for (size_t pass = 1; pass <= max_passes; ++pass) {
-    for (size_t i = 0; i < analyses.size(); ++i) bounds[i].assign(d[i].size(), kNotYet);
+    for (size_t i = 0; i < analyses.size(); ++i) next_bounds[i].assign(d[i].size(), kNotYet);
     for (size_t c = 0; c < members.size(); ++c) {
       if (arrival[c] == kNotYet) continue;
       for (const Member& m : members[c]) {
         if (m.tail <= 0) continue;
-        TimeNs& b = bounds[m.analysis][m.node];
+        TimeNs& b = next_bounds[m.analysis][m.node];
         b = std::max(b, arrival[c] - m.to_job + m.tail);
       }
     }
-    for (size_t i = 0; i < analyses.size(); ++i) s.ranks[i] = Replay(*analyses[i]->graph, d[i], bounds[i]);
+    // A rank whose bounds did not move keeps its schedule.
+    for (size_t i = 0; i < analyses.size(); ++i) {
+      if (pass > 1 && next_bounds[i] == bounds[i]) continue;
+      bounds[i].swap(next_bounds[i]);
+      s.ranks[i] = Replay(*analyses[i]->graph, d[i], bounds[i]);
+    }
     std::vector<TimeNs> next(members.size(), kNotYet);
     for (size_t c = 0; c < members.size(); ++c) {
       for (const Member& m : members[c]) next[c] = std::max(next[c], s.ranks[m.analysis].start[m.node] + m.to_job);
     }
     s.passes = pass;
-    if (next == arrival || pass == max_passes) {
-      s.durations = d;
-      s.end_bounds = bounds;
-    }
     if (next == arrival) {
       s.converged = true;
       break;
     }
     arrival = std::move(next);
   }
+  s.durations = std::move(d);
+  s.end_bounds = std::move(bounds);
   s.arrival_limits.resize(analyses.size());
-  for (size_t i = 0; i < analyses.size(); ++i) s.arrival_limits[i].assign(d[i].size(), std::numeric_limits<TimeNs>::max());
+  for (size_t i = 0; i < analyses.size(); ++i) {
+    s.arrival_limits[i].assign(s.durations[i].size(), std::numeric_limits<TimeNs>::max());
+  }
   for (size_t c = 0; c < members.size(); ++c) {
     if (arrival[c] == kNotYet) continue;
     for (const Member& m : members[c]) s.arrival_limits[m.analysis][m.node] = arrival[c] - m.to_job;
@@ -113,12 +132,7 @@ JointCriticalPath FindJointCriticalPath(const JobAnalysis& job, std::span<const 
   for (size_t c = 0; c < members.size(); ++c) {
     for (const Member& m : members[c]) collective_of[{m.analysis, m.node}] = c;
   }
-  std::vector<TimeNs> to_job(analyses.size(), 0);
-  for (const RankWait& w : job.ranks) {
-    for (size_t i = 0; i < analyses.size(); ++i) {
-      if (analyses[i]->trace->meta.rank == w.rank) to_job[i] = w.trace_to_job_ns;
-    }
-  }
+  const std::vector<TimeNs> to_job = ToJob(job, analyses);
   const std::vector<TimeNs> steady = JointSteadyTimes(analyses, s);
   size_t r = static_cast<size_t>(std::max_element(steady.begin(), steady.end()) - steady.begin());
   const TraceAnalysis& k = *analyses[r];
@@ -257,10 +271,7 @@ Result<JobWhatIf> RunJobWhatIf(const JobAnalysis& job, std::span<const TraceAnal
     changed[i] = base[i];
   }
   for (const SlowRank& s : slow) {
-    size_t found = analyses.size();
-    for (size_t i = 0; i < analyses.size(); ++i) {
-      if (analyses[i]->trace->meta.rank == s.rank) found = i;
-    }
+    const size_t found = IndexOfRank(analyses, s.rank);
     if (found == analyses.size()) {
       std::vector<int64_t> given;
       for (const TraceAnalysis* a : analyses) given.push_back(a->trace->meta.rank);

@@ -45,9 +45,7 @@ TraceAnalysis Rank(int64_t rank, double compute_us, double slowest_us) {
 }
 
 JobAnalysis JobOf(const std::vector<const TraceAnalysis*>& ranks) {
-  std::vector<RankInput> inputs;
-  for (const TraceAnalysis* a : ranks) inputs.push_back(RankInputOf(*a));
-  auto job = AnalyzeJob(inputs);
+  auto job = AnalyzeJob(std::span<const TraceAnalysis* const>(ranks));
   EXPECT_TRUE(job.ok()) << job.status().ToString();
   return std::move(job).value();
 }

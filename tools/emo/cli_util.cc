@@ -184,6 +184,11 @@ int Fail(const char* command, const Status& status) {
   return 1;
 }
 
+int FailUsage(const char* command, const Status& status) {
+  Fail(command, status);
+  return 2;
+}
+
 Result<std::vector<analysis::TraceAnalysis>> AnalyzeInputs(const char* command, const std::vector<std::string>& inputs,
                                                            const analysis::AnalyzeOptions& options) {
   EMO_ASSIGN_OR_RETURN(std::vector<trace::TraceSource> sources, trace::ExpandTraceInputs(inputs));

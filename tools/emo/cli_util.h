@@ -43,6 +43,8 @@ void RefuseTwoOnStdout(CLI::App* cmd, std::vector<std::string> outputs);
 
 // Prints "emo <command>: <status>" to stderr and returns exit code 1.
 int Fail(const char* command, const Status& status);
+// The same for a usage error (arguments that cannot be carried out): returns 2.
+int FailUsage(const char* command, const Status& status);
 
 // Reads and analyses every trace behind `inputs` (files, folders of them, tar archives of them:
 // trace::ExpandTraceInputs), on up to 8 threads, in the order given; says "emo COMMAND: reading

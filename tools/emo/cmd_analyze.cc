@@ -152,18 +152,13 @@ int RunAnalyze(const AnalyzeArgs& args) {
     });
     if (ranked || same_file) {
       auto j = analysis::AnalyzeJob(inputs);
-      if (!j.ok()) {
-        Fail("analyze", j.status());
-        return 2;
-      }
+      if (!j.ok()) return FailUsage("analyze", j.status());
       job = std::move(j).value();
     }
   }
   nlohmann::json joint;
   if (job) {
-    std::vector<const analysis::TraceAnalysis*> ranks;
-    for (const auto& a : all) ranks.push_back(&a);
-    joint = analysis::JointReplayJson(*job, ranks);
+    joint = analysis::JointReplayJson(*job, analysis::RanksOf(all));
   }
   const bool json_to_stdout = args.json == "-";
   if (!json_to_stdout) {

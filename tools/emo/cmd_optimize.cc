@@ -91,16 +91,12 @@ int RunOptimize(const OptimizeArgs& args) {
   }
   // The ranks of one job are planned against the job's time (opt::PlanJob).
   std::optional<analysis::JobAnalysis> job;
-  std::vector<const analysis::TraceAnalysis*> ranks;
-  for (const auto& a : analyses) ranks.push_back(&a);
-  if (analyses.size() >= 2) {
-    std::vector<analysis::RankInput> inputs;
-    for (const auto& a : analyses) inputs.push_back(analysis::RankInputOf(a));
-    if (std::all_of(inputs.begin(), inputs.end(), [](const auto& r) { return r.rank >= 0; })) {
-      auto j = analysis::AnalyzeJob(inputs);
-      if (!j.ok()) return Fail("optimize", j.status()) + 1;
-      if (!j->collectives.empty()) job = std::move(j).value();
-    }
+  const std::vector<const analysis::TraceAnalysis*> ranks = analysis::RanksOf(analyses);
+  if (analyses.size() >= 2 &&
+      std::all_of(analyses.begin(), analyses.end(), [](const auto& a) { return a.trace->meta.rank >= 0; })) {
+    auto j = analysis::AnalyzeJob(ranks);
+    if (!j.ok()) return FailUsage("optimize", j.status());
+    if (!j->collectives.empty()) job = std::move(j).value();
   }
   auto progress = [&](size_t i, double target, bool with_peers) {
     fmt::print(stderr, "emo optimize: planning {} ({} of {}{}) ...\n", analyses[i].trace->meta.source_path, i + 1,

@@ -29,21 +29,18 @@ int RunJobWhatif(const WhatifArgs& args, const std::vector<analysis::ScaleRule>&
   std::vector<analysis::SlowRank> slow;
   for (const auto& s : args.slow_ranks) {
     auto r = analysis::ParseSlowRank(s);
-    if (!r.ok()) return Fail("whatif", r.status()) + 1;  // a usage error: 2
+    if (!r.ok()) return FailUsage("whatif", r.status());
     slow.push_back(*r);
   }
   auto read = AnalyzeInputs("whatif", args.traces, options);
   if (!read.ok()) return Fail("whatif", read.status());
   std::vector<analysis::TraceAnalysis> all = std::move(read).value();
   if (all.size() < 2) {
-    return Fail("whatif", InvalidArgument("--slow-rank needs the traces of every rank of the job (two or more)")) + 1;
+    return FailUsage("whatif", InvalidArgument("--slow-rank needs the traces of every rank of the job (two or more)"));
   }
-  std::vector<analysis::RankInput> inputs;
-  for (const auto& a : all) inputs.push_back(analysis::RankInputOf(a));
-  auto job = analysis::AnalyzeJob(inputs);
+  const std::vector<const analysis::TraceAnalysis*> ranks = analysis::RanksOf(all);
+  auto job = analysis::AnalyzeJob(ranks);
   if (!job.ok()) return Fail("whatif", job.status());
-  std::vector<const analysis::TraceAnalysis*> ranks;
-  for (const auto& a : all) ranks.push_back(&a);
   auto w = analysis::RunJobWhatIf(*job, ranks, rules, slow);
   if (!w.ok()) return Fail("whatif", w.status());
   auto change = [](TimeNs base, TimeNs changed) {
@@ -99,7 +96,7 @@ int RunWhatif(const WhatifArgs& args) {
   options.overhead = std::move(overhead).value();
   if (!args.slow_ranks.empty()) return RunJobWhatif(args, rules, options);
   if (rules.empty()) {
-    return Fail("whatif", InvalidArgument("give --scale REGEX=FACTOR, --slow-rank RANK=FACTOR, or both")) + 1;
+    return FailUsage("whatif", InvalidArgument("give --scale REGEX=FACTOR, --slow-rank RANK=FACTOR, or both"));
   }
   auto read = AnalyzeInputs("whatif", args.traces, options);
   if (!read.ok()) return Fail("whatif", read.status());

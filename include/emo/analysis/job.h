@@ -15,6 +15,7 @@
 // The job replayed as one graph, with rendezvous semantics at these collectives: joint_replay.h.
 #pragma once
 
+#include <span>
 #include <string>
 #include <vector>
 
@@ -90,6 +91,11 @@ struct JobAnalysis {
 // ranks of different jobs (their world sizes differ) and traces without a rank; reports the
 // ranks it was not given.
 Result<JobAnalysis> AnalyzeJob(const std::vector<RankInput>& ranks);
+
+// The same from the ranks' analyses (RankInputOf each).
+Result<JobAnalysis> AnalyzeJob(std::span<const TraceAnalysis* const> ranks);
+// The analyses as the job functions take them.
+std::vector<const TraceAnalysis*> RanksOf(const std::vector<TraceAnalysis>& all);
 
 // `emo analyze`'s "job" object.
 nlohmann::json JobToJson(const JobAnalysis& job);
