@@ -40,7 +40,7 @@ int RunJobWhatif(const WhatifArgs& args, const std::vector<analysis::ScaleRule>&
   }
   const std::vector<const analysis::TraceAnalysis*> ranks = analysis::RanksOf(all);
   auto job = analysis::AnalyzeJob(ranks);
-  if (!job.ok()) return Fail("whatif", job.status());
+  if (!job.ok()) return FailUsage("whatif", job.status());
   auto w = analysis::RunJobWhatIf(*job, ranks, rules, slow);
   if (!w.ok()) return Fail("whatif", w.status());
   auto change = [](TimeNs base, TimeNs changed) {
