@@ -38,9 +38,9 @@ bool ClockFollower::Load(const std::string& schedule_path, std::string* error) {
   if (actuator_ == nullptr) return false;
   if (schedule_.actuator == "emulate") emulator_ = std::make_unique<Emulator>();
   if (SwitchMarks::Wanted(schedule_)) marks_ = std::make_unique<SwitchMarks>();
+  // Spins are launched only by the emulator: a policy's spins under another actuator are inert.
   may_follow_by_anchor_ = emulator_ == nullptr;
   for (const auto& g : schedule_.gpus) {
-    if (!g.spins.empty()) may_follow_by_anchor_ = false;
     for (const auto& p : g.packs) {
       if (p.mhz != g.packs.front().mhz) may_follow_by_anchor_ = false;
     }

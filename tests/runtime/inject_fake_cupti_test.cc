@@ -890,7 +890,8 @@ TEST_F(InjectRunTest, AOneClockPlanIsFollowedByItsAnchorWithTheLaunchCallbacksOf
   auto env = EnvWithPacks("nvml", "pack 0 -1 1200\n");
   std::string schedule = ReadText(dir_ / "schedule");
   schedule.replace(schedule.find("guard_pct 0"), 11, "guard_pct 5");
-  std::ofstream(dir_ / "schedule") << schedule;
+  // A policy's emulate spins ride along: only the emulate actuator launches them.
+  std::ofstream(dir_ / "schedule") << schedule << "spin 1 30000\n";
   const ChildResult r = RunChild(env, [](const Hooks& h) {
     Loop loop(h);
     h.create_context(0);

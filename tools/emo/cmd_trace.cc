@@ -159,7 +159,9 @@ runtime::ClockSchedule ScheduleOf(const policy::RunPolicy& p, const RunArgs& arg
     sg.deadline_ns = static_cast<int64_t>(g.deadline_us * 1e3);
     sg.baseline_ns = static_cast<int64_t>(g.baseline_time_us * 1e3);
     sg.plan_ns = static_cast<int64_t>(g.iteration_time_us * 1e3);
-    for (const auto& spin : g.spins) sg.spins.push_back({spin.call, spin.ns});
+    if (args.actuator == "emulate") {
+      for (const auto& spin : g.spins) sg.spins.push_back({spin.call, spin.ns});
+    }
     for (const auto& pack : g.packs) {
       const bool on_gpu = args.switch_on == "gpu" && pack.gpu_switch_call.has_value();
       sg.packs.push_back({pack.first_call, on_gpu ? *pack.gpu_switch_call : pack.switch_call,
