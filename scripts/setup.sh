@@ -5,6 +5,7 @@ packages=(
   build-essential cmake ninja-build pkg-config git python3
   libsimdjson-dev nlohmann-json3-dev libcli11-dev libfmt-dev zlib1g-dev libdeflate-dev libsqlite3-dev
   coinor-libcbc-dev libeigen3-dev libgtest-dev libgmock-dev libbenchmark-dev pybind11-dev
+  libopenmpi-dev openmpi-bin
 )
 missing=()
 for p in "${packages[@]}"; do

@@ -366,25 +366,37 @@ nlohmann::json AnalysisToJson(const TraceAnalysis& a) {
 }
 
 nlohmann::json AnalysesToJson(const std::vector<TraceAnalysis>& all) {
+  std::vector<TraceJsonPart> parts;
+  for (const auto& a : all) parts.push_back(TraceJsonPartOf(a));
+  return CombineTraceJsons(std::move(parts));
+}
+
+TraceJsonPart TraceJsonPartOf(const TraceAnalysis& a) {
+  return {AnalysisToJson(a),       a.iterations.iterations.size(), a.measured_ns(), a.replayed_ns(),
+          a.graph->num_nodes(),    a.graph->num_edges(),           a.AllDiagnostics()};
+}
+
+nlohmann::json CombineTraceJsons(std::vector<TraceJsonPart> parts) {
   using nlohmann::json;
-  if (all.size() == 1) return AnalysisToJson(all.front());
+  if (parts.size() == 1) return std::move(parts.front().json);
   json j;
   json traces = json::array();
   size_t iterations = SIZE_MAX;
   TimeNs measured = 0, replayed = 0;
-  size_t nodes = 0, edges = 0;
+  size_t nodes = 0, edges = 0, slowest = 0;
   json gpus = json::array();
   Diagnostics diag;
-  for (const auto& a : all) {
-    json one = AnalysisToJson(a);
-    iterations = std::min(iterations, a.iterations.iterations.size());
-    measured = std::max(measured, a.measured_ns());
-    replayed = std::max(replayed, a.replayed_ns());
-    nodes += a.graph->num_nodes();
-    edges += a.graph->num_edges();
-    for (auto& g : one["gpus"]) gpus.push_back(g);
-    diag.Merge(a.AllDiagnostics());
-    traces.push_back(std::move(one));
+  for (size_t i = 0; i < parts.size(); ++i) {
+    TraceJsonPart& a = parts[i];
+    iterations = std::min(iterations, a.iterations);
+    measured = std::max(measured, a.measured_ns);
+    replayed = std::max(replayed, a.replayed_ns);
+    if (a.measured_ns > parts[slowest].measured_ns) slowest = i;
+    nodes += a.nodes;
+    edges += a.edges;
+    for (auto& g : a.json["gpus"]) gpus.push_back(g);
+    diag.Merge(a.diagnostics);
+    traces.push_back(std::move(a.json));
   }
   // Until ranks are merged into one job graph, the job summary is the slowest rank's view.
   j["note"] = "each rank analysed on its own; job fields are the slowest rank's";
@@ -393,10 +405,6 @@ nlohmann::json AnalysesToJson(const std::vector<TraceAnalysis>& all) {
   j["replay_error_pct"] = measured > 0 ? 100.0 * std::abs(static_cast<double>(replayed - measured)) /
                                              static_cast<double>(measured)
                                        : 0.0;
-  size_t slowest = 0;
-  for (size_t i = 0; i < all.size(); ++i) {
-    if (all[i].measured_ns() > all[slowest].measured_ns()) slowest = i;
-  }
   j["critical_path"] = traces[slowest]["critical_path"];
   j["gpus"] = gpus;
   j["graph"] = {{"nodes", nodes}, {"edges", edges}};

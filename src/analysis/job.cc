@@ -379,6 +379,13 @@ Result<JobAnalysis> AnalyzeJob(std::span<const TraceAnalysis* const> ranks) {
   return AnalyzeJob(inputs);
 }
 
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(RankCollective, name, process_group, group_size, group_ranks, seq, nelems, peer,
+                                   start, end, op)
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(RankInput, path, rank, world_size, host, to_wall_ns, collectives)
+
+nlohmann::json RankInputToJson(const RankInput& r) { return r; }
+RankInput RankInputFromJson(const nlohmann::json& j) { return j.get<RankInput>(); }
+
 std::vector<const TraceAnalysis*> RanksOf(const std::vector<TraceAnalysis>& all) {
   std::vector<const TraceAnalysis*> out;
   for (const TraceAnalysis& a : all) out.push_back(&a);

@@ -1,6 +1,7 @@
 #include "emo/analysis/joint_replay.h"
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <stdexcept>
 #include <limits>
@@ -21,6 +22,7 @@ constexpr TimeNs kNotYet = std::numeric_limits<TimeNs>::min();
 struct Member {
   size_t analysis;
   uint32_t node;
+  size_t index;   // in MatchedCollective::members
   TimeNs to_job;  // trace time + to_job = job clock
   TimeNs tail;    // measured end - last arrival; <= 0: it did not wait for the others
 };
@@ -49,14 +51,15 @@ std::vector<std::vector<Member>> MembersOf(const JobAnalysis& job, std::span<con
   for (size_t c = 0; c < job.collectives.size(); ++c) {
     const MatchedCollective& mc = job.collectives[c];
     const TimeNs arrival = mc.members[mc.last].start;
-    for (const auto& m : mc.members) {
+    for (size_t k = 0; k < mc.members.size(); ++k) {
+      const auto& m = mc.members[k];
       const size_t i = IndexOfRank(analyses, m.rank);
       if (i == analyses.size() || m.op == UINT32_MAX) continue;
       const graph::Graph& g = *analyses[i]->graph;
       if (m.op >= g.trace().gpu.size()) continue;
       const graph::NodeId node = g.NodeOfGpuOp(trace::GpuOpId(m.op));
       if (!node.valid()) continue;
-      out[c].push_back({i, node.value(), to_job[i], m.end - arrival});
+      out[c].push_back({i, node.value(), k, to_job[i], m.end - arrival});
     }
   }
   return out;
@@ -65,7 +68,7 @@ std::vector<std::vector<Member>> MembersOf(const JobAnalysis& job, std::span<con
 }  // namespace
 
 JointSchedule JointReplay(const JobAnalysis& job, std::span<const TraceAnalysis* const> analyses,
-                          std::span<const std::vector<TimeNs>* const> durations) {
+                          std::span<const std::vector<TimeNs>* const> durations, JobExchange* exchange) {
   const std::vector<std::vector<Member>> members = MembersOf(job, analyses);
   std::vector<std::vector<TimeNs>> d(analyses.size());
   for (size_t i = 0; i < analyses.size(); ++i) d[i] = *durations[i];
@@ -102,6 +105,7 @@ JointSchedule JointReplay(const JobAnalysis& job, std::span<const TraceAnalysis*
     for (size_t c = 0; c < members.size(); ++c) {
       for (const Member& m : members[c]) next[c] = std::max(next[c], s.ranks[m.analysis].start[m.node] + m.to_job);
     }
+    if (exchange != nullptr) exchange->AllReduce(next, JobExchange::Reduce::kMax);
     s.passes = pass;
     if (next == arrival) {
       s.converged = true;
@@ -115,68 +119,183 @@ JointSchedule JointReplay(const JobAnalysis& job, std::span<const TraceAnalysis*
   for (size_t i = 0; i < analyses.size(); ++i) {
     s.arrival_limits[i].assign(s.durations[i].size(), std::numeric_limits<TimeNs>::max());
   }
+  // The member that arrived last, the first in the collective's order on a tie: the max of the
+  // negated indices.
+  std::vector<int64_t> last(members.size(), kNotYet);
   for (size_t c = 0; c < members.size(); ++c) {
     if (arrival[c] == kNotYet) continue;
-    for (const Member& m : members[c]) s.arrival_limits[m.analysis][m.node] = arrival[c] - m.to_job;
+    for (const Member& m : members[c]) {
+      s.arrival_limits[m.analysis][m.node] = arrival[c] - m.to_job;
+      if (s.ranks[m.analysis].start[m.node] + m.to_job == arrival[c]) {
+        last[c] = std::max(last[c], -static_cast<int64_t>(m.index));
+      }
+    }
   }
+  std::vector<int64_t> bound{static_cast<int64_t>(s.members_bound)};
+  if (exchange != nullptr) {
+    exchange->AllReduce(last, JobExchange::Reduce::kMax);
+    exchange->AllReduce(bound, JobExchange::Reduce::kSum);
+  }
+  s.members_bound = static_cast<size_t>(bound[0]);
+  s.last_member.resize(last.size());
+  for (size_t c = 0; c < last.size(); ++c) s.last_member[c] = last[c] == kNotYet ? -1 : -last[c];
   s.arrival = std::move(arrival);
   return s;
 }
 
+namespace {
+
+// One rank's steady iteration on a joint schedule, as the job's processes share it.
+struct RankSteady {
+  int64_t rank;
+  TimeNs steady;
+};
+
+// What the process of a rank found walking its part of the joint critical path: the segment,
+// and where the walk goes on (a member's op on its own rank), or that it ended.
+struct PathStep {
+  JointPathSegment seg;
+  TimeNs from_ns = 0, to_ns = 0;  // the steady iteration on the job clock (the first step's)
+  bool found = false;             // false: the first step found no iteration sink
+  bool goes_on = false;
+  int64_t next_rank = -1;
+  uint32_t next_op = UINT32_MAX;
+  TimeNs next_until = 0;          // on the next rank's own clock
+};
+
+nlohmann::json PathStepJson(const PathStep& st) {
+  const CriticalPath& cp = st.seg.path;
+  nlohmann::json time = nlohmann::json::array();
+  for (TimeNs t : cp.time) time.push_back(t);
+  return {{"rank", st.seg.rank},      {"seg_from", st.seg.from_ns}, {"seg_to", st.seg.to_ns},
+          {"nodes", st.seg.nodes},    {"time", time},               {"stop", static_cast<int>(cp.stop)},
+          {"head", cp.head_gap_ns},   {"tail", cp.tail_gap_ns},     {"from", st.from_ns},
+          {"to", st.to_ns},           {"found", st.found},          {"goes_on", st.goes_on},
+          {"next_rank", st.next_rank}, {"next_op", st.next_op},     {"next_until", st.next_until}};
+}
+
+PathStep PathStepOf(const nlohmann::json& j) {
+  PathStep st;
+  st.seg.rank = j["rank"];
+  st.seg.from_ns = j["seg_from"];
+  st.seg.to_ns = j["seg_to"];
+  st.seg.nodes = j["nodes"];
+  for (size_t c = 0; c < static_cast<size_t>(PathCategory::kCount); ++c) st.seg.path.time[c] = j["time"][c];
+  st.seg.path.stop = static_cast<CriticalPath::Stop>(j["stop"].get<int>());
+  st.seg.path.head_gap_ns = j["head"];
+  st.seg.path.tail_gap_ns = j["tail"];
+  st.from_ns = j["from"];
+  st.to_ns = j["to"];
+  st.found = j["found"];
+  st.goes_on = j["goes_on"];
+  st.next_rank = j["next_rank"];
+  st.next_op = j["next_op"];
+  st.next_until = j["next_until"];
+  return st;
+}
+
+}  // namespace
+
 JointCriticalPath FindJointCriticalPath(const JobAnalysis& job, std::span<const TraceAnalysis* const> analyses,
-                                        const JointSchedule& s) {
+                                        const JointSchedule& s, JobExchange* exchange) {
   JointCriticalPath p;
-  if (analyses.empty() || s.durations.size() != analyses.size()) return p;
+  if (s.durations.size() != analyses.size()) return p;
   const std::vector<std::vector<Member>> members = MembersOf(job, analyses);
   std::map<std::pair<size_t, uint32_t>, size_t> collective_of;  // (analysis, node) -> collective
   for (size_t c = 0; c < members.size(); ++c) {
     for (const Member& m : members[c]) collective_of[{m.analysis, m.node}] = c;
   }
   const std::vector<TimeNs> to_job = ToJob(job, analyses);
-  const std::vector<TimeNs> steady = JointSteadyTimes(analyses, s);
-  size_t r = static_cast<size_t>(std::max_element(steady.begin(), steady.end()) - steady.begin());
-  const TraceAnalysis& k = *analyses[r];
-  const IterationBounds b = BoundsOf(*k.graph, k.iterations, s.ranks[r], k.steady);
-  graph::NodeId sink = IterationSink(*k.graph, k.iterations, s.ranks[r], k.steady);
-  if (!sink.valid()) return p;
-  p.sink_rank = k.trace->meta.rank;
-  p.from_ns = b.start + to_job[r];
-  p.to_ns = b.end + to_job[r];
-  TimeNs until = b.end;
-  for (size_t guard = 0; guard <= members.size() + 1; ++guard) {
-    const TraceAnalysis& a = *analyses[r];
-    JointPathSegment seg;
-    seg.rank = a.trace->meta.rank;
-    seg.to_ns = until + to_job[r];
-    seg.path = FindCriticalPath(*a.graph, s.durations[r], s.ranks[r], sink, p.from_ns - to_job[r], until, s.end_bounds[r]);
-    p.stop = seg.path.stop;
-    const bool hop = seg.path.stop == CriticalPath::Stop::kExternal && !seg.path.nodes.empty();
-    const uint32_t waited = hop ? seg.path.nodes.front().value() : 0;
-    const auto it = hop ? collective_of.find({r, waited}) : collective_of.end();
-    if (it == collective_of.end()) {
-      seg.from_ns = seg.to_ns - seg.path.total() - seg.path.tail_gap_ns;
-      p.segments.push_back(std::move(seg));
-      break;
+  std::map<int64_t, TimeNs> rank_to_job;
+  for (const RankWait& w : job.ranks) rank_to_job[w.rank] = w.trace_to_job_ns;
+  // Every rank's steady iteration, in input order: the walk starts at the slowest.
+  const std::vector<TimeNs> local = JointSteadyTimes(analyses, s);
+  std::vector<RankSteady> steady;
+  for (size_t i = 0; i < analyses.size(); ++i) steady.push_back({analyses[i]->trace->meta.rank, local[i]});
+  if (exchange != nullptr) {
+    nlohmann::json mine = nlohmann::json::array();
+    for (const RankSteady& r : steady) mine.push_back({r.rank, r.steady});
+    std::vector<std::vector<RankSteady>> all;
+    for (const std::string& text : exchange->AllGather(mine.dump())) {
+      all.emplace_back();
+      for (const auto& r : nlohmann::json::parse(text)) all.back().push_back({r[0].get<int64_t>(), r[1].get<TimeNs>()});
     }
-    // The kernel that waited runs its transfer from the last member's arrival: that part is this
-    // rank's (communication); the path goes on from that member's start on its own rank.
-    const Member* last = nullptr;
-    for (const Member& m : members[it->second]) {
-      if (last == nullptr || s.ranks[m.analysis].start[m.node] + m.to_job > s.ranks[last->analysis].start[last->node] + last->to_job) {
-        last = &m;
+    steady = JobExchange::Interleave(std::move(all));
+  }
+  if (steady.empty()) return p;
+  size_t slowest = 0;
+  for (size_t i = 1; i < steady.size(); ++i) {
+    if (steady[i].steady > steady[slowest].steady) slowest = i;
+  }
+  // The walk, one segment per step, each made where its rank is.
+  int64_t rank = steady[slowest].rank;
+  uint32_t op = UINT32_MAX;  // the first step starts at the steady iteration's sink
+  TimeNs until = 0;
+  for (size_t guard = 0; guard <= job.collectives.size() + 1; ++guard) {
+    PathStep st;
+    const size_t r = IndexOfRank(analyses, rank);
+    if (r < analyses.size()) {
+      const TraceAnalysis& a = *analyses[r];
+      graph::NodeId sink;
+      if (op == UINT32_MAX) {
+        const IterationBounds b = BoundsOf(*a.graph, a.iterations, s.ranks[r], a.steady);
+        sink = IterationSink(*a.graph, a.iterations, s.ranks[r], a.steady);
+        st.from_ns = b.start + to_job[r];
+        st.to_ns = b.end + to_job[r];
+        until = b.end;
+      } else {
+        st.from_ns = p.from_ns;
+        st.to_ns = p.to_ns;
+        if (op < a.graph->trace().gpu.size()) sink = a.graph->NodeOfGpuOp(trace::GpuOpId(op));
+      }
+      st.found = sink.valid();
+      if (st.found) {
+        JointPathSegment& seg = st.seg;
+        seg.rank = rank;
+        seg.to_ns = until + to_job[r];
+        seg.path = FindCriticalPath(*a.graph, s.durations[r], s.ranks[r], sink, st.from_ns - to_job[r], until,
+                                    s.end_bounds[r]);
+        seg.nodes = seg.path.nodes.size();
+        const TimeNs stopped = seg.to_ns - seg.path.total() - seg.path.tail_gap_ns;
+        const bool hop = seg.path.stop == CriticalPath::Stop::kExternal && !seg.path.nodes.empty();
+        const auto it = hop ? collective_of.find({r, seg.path.nodes.front().value()}) : collective_of.end();
+        const int64_t last = it == collective_of.end() ? -1 : s.last_member[it->second];
+        seg.from_ns = stopped;
+        if (last >= 0) {
+          // The kernel that waited runs its transfer from the last member's arrival: that part is
+          // this rank's (communication); the path goes on from that member's start on its own rank.
+          const TimeNs arrival = s.arrival[it->second];
+          const MatchedCollective::Member& m = job.collectives[it->second].members[static_cast<size_t>(last)];
+          // Where the walk stopped: the waited kernel's end, or earlier when an edge with a
+          // negative offset (GPU contention) led there.
+          seg.path.time[static_cast<size_t>(PathCategory::kCommunication)] += std::max<TimeNs>(0, stopped - arrival);
+          seg.from_ns = std::min(arrival, stopped);
+          st.goes_on = true;
+          st.next_rank = m.rank;
+          st.next_op = m.op;
+          st.next_until = arrival - rank_to_job[m.rank];
+        }
       }
     }
-    const TimeNs arrival = s.ranks[last->analysis].start[last->node] + last->to_job;
-    // Where the walk stopped: the waited kernel's end, or earlier when an edge with a negative
-    // offset (GPU contention) led there.
-    const TimeNs stopped = seg.to_ns - seg.path.total() - seg.path.tail_gap_ns;
-    seg.path.time[static_cast<size_t>(PathCategory::kCommunication)] += std::max<TimeNs>(0, stopped - arrival);
-    seg.from_ns = std::min(arrival, stopped);
-    p.segments.push_back(std::move(seg));
-    if (last->analysis != r) ++p.hops;
-    r = last->analysis;
-    sink = graph::NodeId(last->node);
-    until = s.ranks[r].start[last->node];
+    if (exchange != nullptr) {
+      const std::vector<std::string> got = exchange->AllGather(r < analyses.size() ? PathStepJson(st).dump() : "");
+      for (size_t q = 0; q < got.size(); ++q) {
+        if (!got[q].empty() && q != exchange->process()) st = PathStepOf(nlohmann::json::parse(got[q]));
+      }
+    }
+    if (!st.found) break;  // (only on the first step: a later sink is a matched member's kernel)
+    if (op == UINT32_MAX) {
+      p.sink_rank = rank;
+      p.from_ns = st.from_ns;
+      p.to_ns = st.to_ns;
+    }
+    p.stop = st.seg.path.stop;
+    p.segments.push_back(std::move(st.seg));
+    if (!st.goes_on) break;
+    if (st.next_rank != rank) ++p.hops;
+    rank = st.next_rank;
+    op = st.next_op;
+    until = st.next_until;
   }
   std::reverse(p.segments.begin(), p.segments.end());
   return p;
@@ -191,7 +310,7 @@ nlohmann::json JointCriticalPathJson(const JointCriticalPath& p) {
     segments.push_back({{"rank", seg.rank},
                         {"from_us", NsToUs(seg.from_ns - p.from_ns)},
                         {"to_us", NsToUs(seg.to_ns - p.from_ns)},
-                        {"nodes", cp.nodes.size()},
+                        {"nodes", seg.nodes},
                         {"gpu_compute_us", t(PathCategory::kGpuCompute)},
                         {"communication_us", t(PathCategory::kCommunication)},
                         {"cpu_us", t(PathCategory::kCpu)},
@@ -305,40 +424,55 @@ Result<JobWhatIf> RunJobWhatIf(const JobAnalysis& job, std::span<const TraceAnal
   return r;
 }
 
-nlohmann::json JointReplayJson(const JobAnalysis& job, std::span<const TraceAnalysis* const> analyses) {
+nlohmann::json JointReplayJson(const JobAnalysis& job, std::span<const TraceAnalysis* const> analyses,
+                               JobExchange* exchange) {
   std::vector<const std::vector<TimeNs>*> traced, timeline;
   for (const TraceAnalysis* a : analyses) {
     traced.push_back(&a->traced_durations);
     timeline.push_back(&a->durations);
   }
-  const JointSchedule identity = JointReplay(job, analyses, traced);
-  const JointSchedule corrected = JointReplay(job, analyses, timeline);
+  const JointSchedule identity = JointReplay(job, analyses, traced, exchange);
+  const JointSchedule corrected = JointReplay(job, analyses, timeline, exchange);
   const std::vector<TimeNs> identity_ns = JointSteadyTimes(analyses, identity);
   const std::vector<TimeNs> corrected_ns = JointSteadyTimes(analyses, corrected);
+  // Per rank, in input order: rank, measured, alone, joint, timeline alone, timeline joint (ns).
+  using Row = std::array<int64_t, 6>;
+  std::vector<Row> rows;
+  for (size_t i = 0; i < analyses.size(); ++i) {
+    const TraceAnalysis& a = *analyses[i];
+    rows.push_back({a.trace->meta.rank, a.measured_ns(), a.replayed_ns(), identity_ns[i], a.timeline_ns(),
+                    corrected_ns[i]});
+  }
+  if (exchange != nullptr) {
+    std::vector<std::vector<Row>> all;
+    for (const std::string& text : exchange->AllGather(nlohmann::json(rows).dump())) {
+      all.push_back(nlohmann::json::parse(text).get<std::vector<Row>>());
+    }
+    rows = JobExchange::Interleave(std::move(all));
+  }
   auto error = [](TimeNs replayed, TimeNs measured) {
     return measured > 0 ? 100.0 * std::abs(static_cast<double>(replayed - measured)) / static_cast<double>(measured) : 0.0;
   };
   nlohmann::json ranks = nlohmann::json::array();
   TimeNs job_measured = 0, job_alone = 0, job_joint = 0, job_timeline = 0, job_joint_timeline = 0;
   double worst = 0;
-  for (size_t i = 0; i < analyses.size(); ++i) {
-    const TraceAnalysis& a = *analyses[i];
-    const double err = error(identity_ns[i], a.measured_ns());
+  for (const auto& [rank, measured, alone, joint, timeline_alone, timeline_joint] : rows) {
+    const double err = error(joint, measured);
     worst = std::max(worst, err);
-    ranks.push_back({{"rank", a.trace->meta.rank},
-                     {"measured_us", NsToUs(a.measured_ns())},
-                     {"replayed_alone_us", NsToUs(a.replayed_ns())},
-                     {"replayed_joint_us", NsToUs(identity_ns[i])},
+    ranks.push_back({{"rank", rank},
+                     {"measured_us", NsToUs(measured)},
+                     {"replayed_alone_us", NsToUs(alone)},
+                     {"replayed_joint_us", NsToUs(joint)},
                      {"joint_error_pct", err},
-                     {"timeline_alone_us", NsToUs(a.timeline_ns())},
-                     {"timeline_joint_us", NsToUs(corrected_ns[i])}});
-    job_measured = std::max(job_measured, a.measured_ns());
-    job_alone = std::max(job_alone, a.replayed_ns());
-    job_joint = std::max(job_joint, identity_ns[i]);
-    job_timeline = std::max(job_timeline, a.timeline_ns());
-    job_joint_timeline = std::max(job_joint_timeline, corrected_ns[i]);
+                     {"timeline_alone_us", NsToUs(timeline_alone)},
+                     {"timeline_joint_us", NsToUs(timeline_joint)}});
+    job_measured = std::max(job_measured, measured);
+    job_alone = std::max(job_alone, alone);
+    job_joint = std::max(job_joint, joint);
+    job_timeline = std::max(job_timeline, timeline_alone);
+    job_joint_timeline = std::max(job_joint_timeline, timeline_joint);
   }
-  const JointCriticalPath path = FindJointCriticalPath(job, analyses, corrected);
+  const JointCriticalPath path = FindJointCriticalPath(job, analyses, corrected, exchange);
   return {{"critical_path", JointCriticalPathJson(path)},
           {"about", "each rank's steady iteration; the job's is the slowest rank's. alone: each rank's graph replayed "
                     "on its own (collective kernels keep their measured waits); joint: the ranks replayed as one, a "

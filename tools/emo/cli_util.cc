@@ -192,6 +192,11 @@ int FailUsage(const char* command, const Status& status) {
 Result<std::vector<analysis::TraceAnalysis>> AnalyzeInputs(const char* command, const std::vector<std::string>& inputs,
                                                            const analysis::AnalyzeOptions& options) {
   EMO_ASSIGN_OR_RETURN(std::vector<trace::TraceSource> sources, trace::ExpandTraceInputs(inputs));
+  return AnalyzeSources(command, std::move(sources), options);
+}
+
+Result<std::vector<analysis::TraceAnalysis>> AnalyzeSources(const char* command, std::vector<trace::TraceSource> sources,
+                                                            const analysis::AnalyzeOptions& options) {
   std::vector<std::optional<Result<analysis::TraceAnalysis>>> done(sources.size());
   std::atomic<size_t> next{0};
   std::mutex say;

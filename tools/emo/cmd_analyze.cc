@@ -3,6 +3,8 @@
 #include <fmt/ranges.h>
 
 #include <algorithm>
+#include <iterator>
+#include <memory>
 #include <optional>
 
 #include <nlohmann/json.hpp>
@@ -14,6 +16,8 @@
 #include "emo/analysis/joint_replay.h"
 #include "emo/base/text.h"
 #include "emo/report/perfetto.h"
+#include "emo/trace/reader.h"
+#include "mpi_exchange.h"
 
 namespace emo::cli {
 namespace {
@@ -26,6 +30,7 @@ struct AnalyzeArgs {
   std::string perfetto;
   double slack_threshold_us = 20.0;
   bool hta_path = false;
+  bool mpi = false;
 };
 
 // The HTA-weighted critical path (analysis::FindHtaCriticalPath) of one analysis, as JSON.
@@ -49,44 +54,48 @@ nlohmann::json HtaPathJson(const analysis::TraceAnalysis& a) {
                          {"total", NsToUs(cp.total())}}}};
 }
 
-void PrintSummary(const analysis::TraceAnalysis& a) {
+// The text summary of one analysis.
+std::string Summary(const analysis::TraceAnalysis& a) {
+  std::string out;
+  auto to = std::back_inserter(out);
   const auto& m = a.trace->meta;
-  fmt::print("{}\n", m.source_path);
-  fmt::print("  iterations        {} ({}; steady = {})\n", a.iterations.iterations.size(),
+  fmt::format_to(to, "{}\n", m.source_path);
+  fmt::format_to(to, "  iterations        {} ({}; steady = {})\n", a.iterations.iterations.size(),
              a.iterations.from_marker ? "marker" : "no marker: whole trace",
              a.iterations.iterations[a.steady].name);
-  fmt::print("  iteration time    measured {:.1f} us, replayed {:.1f} us, error {:.3f} %\n",
+  fmt::format_to(to, "  iteration time    measured {:.1f} us, replayed {:.1f} us, error {:.3f} %\n",
              NsToUs(a.measured_ns()), NsToUs(a.replayed_ns()), a.replay_error_pct());
   if (a.corrected()) {
     const auto& o = a.overhead;
-    fmt::print("  corrected         {:.1f} us without the profiler's overhead (range {:.1f}-{:.1f} us; CPU time x {:.3f}; "
+    fmt::format_to(to, "  corrected         {:.1f} us without the profiler's overhead (range {:.1f}-{:.1f} us; CPU time x {:.3f}; "
                "confidence {})\n",
                NsToUs(a.timeline_ns()), NsToUs(a.corrected_lo_ns), NsToUs(a.corrected_hi_ns), o.cpu_scale, o.confidence);
-    fmt::print("  correction        {}: {}\n", analysis::OverheadSourceName(o.source), o.note);
+    fmt::format_to(to, "  correction        {}: {}\n", analysis::OverheadSourceName(o.source), o.note);
   }
   const auto& cp = a.steady_path;
   auto pct = [&](analysis::PathCategory c) { return 100.0 * cp.Share(c); };
-  fmt::print("  critical path     ({} timeline) {:.1f} us of the {:.1f} us iteration: GPU {:.1f} %, comm {:.1f} %, CPU {:.1f} %, "
+  fmt::format_to(to, "  critical path     ({} timeline) {:.1f} us of the {:.1f} us iteration: GPU {:.1f} %, comm {:.1f} %, CPU {:.1f} %, "
              "launch/idle {:.1f} %\n",
              a.corrected() ? "corrected" : "traced", NsToUs(cp.total()), NsToUs(a.timeline_ns()),
              pct(analysis::PathCategory::kGpuCompute), pct(analysis::PathCategory::kCommunication),
              pct(analysis::PathCategory::kCpu), pct(analysis::PathCategory::kLaunch));
   for (const auto& gap : analysis::CriticalPathGaps(a)) {
-    fmt::print("  not on the path   {:.1f} us at the iteration's {}: {}\n", NsToUs(gap.ns), gap.where, gap.reason);
+    fmt::format_to(to, "  not on the path   {:.1f} us at the iteration's {}: {}\n", NsToUs(gap.ns), gap.where, gap.reason);
   }
   const TimeNs span = std::max<TimeNs>(1, a.horizon - analysis::FirstIterationStart(*a.graph, a.iterations, a.timeline));
   for (const auto& g : a.gpus) {
-    fmt::print("  GPU {}             busy {:.1f} % of {:.1f} ms ({}); {:.1f} % of busy time in {}\n",
+    fmt::format_to(to, "  GPU {}             busy {:.1f} % of {:.1f} ms ({}); {:.1f} % of busy time in {}\n",
                g.device, 100.0 * static_cast<double>(g.busy_ns) / static_cast<double>(span), NsToMs(span),
                Plural(a.iterations.iterations.size(), "iteration"),
                g.busy_ns > 0 ? 100.0 * static_cast<double>(g.slack_ns) / static_cast<double>(g.busy_ns) : 0.0,
                Plural(g.windows.size(), "slack window"));
   }
-  fmt::print("  graph             {}, {}\n", Plural(a.graph->num_nodes(), "node"), Plural(a.graph->num_edges(), "edge"));
+  fmt::format_to(to, "  graph             {}, {}\n", Plural(a.graph->num_nodes(), "node"), Plural(a.graph->num_edges(), "edge"));
   for (const auto& row : a.AllDiagnostics().Rows()) {
     if (row.severity == Severity::kInfo) continue;
-    fmt::print("  {:<8} {:<28} {:>7}  {}\n", SeverityName(row.severity), row.name, row.count, row.description);
+    fmt::format_to(to, "  {:<8} {:<28} {:>7}  {}\n", SeverityName(row.severity), row.name, row.count, row.description);
   }
+  return out;
 }
 
 void PrintJob(const analysis::JobAnalysis& job, const nlohmann::json& joint) {
@@ -131,6 +140,98 @@ void PrintJob(const analysis::JobAnalysis& job, const nlohmann::json& joint) {
   for (const auto& n : job.notes) fmt::print("  note: {}\n", n);
 }
 
+// One trace's share of the report: its JSON part and its text (what the processes of --mpi
+// gather, in input order).
+struct TraceReport {
+  analysis::TraceJsonPart part;
+  std::string summary, hta;
+};
+
+TraceReport ReportOf(const analysis::TraceAnalysis& a, bool hta_path) {
+  TraceReport r{analysis::TraceJsonPartOf(a), Summary(a), ""};
+  if (hta_path) {
+    nlohmann::json hta = HtaPathJson(a);
+    r.hta = fmt::format("{}\n  HTA-weighted path  {}, {}; weights: GPU {:.1f} us, comm {:.1f} us, CPU {:.1f} us, launch "
+                        "{:.1f} us\n",
+                        a.trace->meta.source_path, Plural(hta["gpu_ops"].get<size_t>(), "GPU op"),
+                        Plural(hta["api_calls"].get<size_t>(), "API call"), hta["weight_us"]["gpu"].get<double>(),
+                        hta["weight_us"]["comm"].get<double>(), hta["weight_us"]["cpu"].get<double>(),
+                        hta["weight_us"]["launch"].get<double>());
+    r.part.json["hta_critical_path"] = std::move(hta);
+  }
+  return r;
+}
+
+nlohmann::json ReportToJson(const TraceReport& r) {
+  std::vector<uint64_t> diagnostics;
+  for (size_t d = 0; d < static_cast<size_t>(Diag::kCount); ++d) diagnostics.push_back(r.part.diagnostics.Count(Diag(d)));
+  return {{"json", r.part.json},     {"iterations", r.part.iterations}, {"measured", r.part.measured_ns},
+          {"replayed", r.part.replayed_ns}, {"nodes", r.part.nodes},    {"edges", r.part.edges},
+          {"diagnostics", diagnostics}, {"summary", r.summary},         {"hta", r.hta}};
+}
+
+TraceReport ReportFromJson(nlohmann::json j) {
+  TraceReport r;
+  r.part.json = std::move(j["json"]);
+  r.part.iterations = j["iterations"];
+  r.part.measured_ns = j["measured"];
+  r.part.replayed_ns = j["replayed"];
+  r.part.nodes = j["nodes"];
+  r.part.edges = j["edges"];
+  const auto counts = j["diagnostics"].get<std::vector<uint64_t>>();
+  for (size_t d = 0; d < counts.size() && d < static_cast<size_t>(Diag::kCount); ++d) r.part.diagnostics.Add(Diag(d), counts[d]);
+  r.summary = j["summary"];
+  r.hta = j["hta"];
+  return r;
+}
+
+// Each process's list, gathered in input order (the list itself without an exchange).
+template <typename T, typename ToJson, typename FromJson>
+std::vector<T> GatherAll(analysis::JobExchange* x, std::vector<T> mine, ToJson to_json, FromJson from_json) {
+  if (x == nullptr) return mine;
+  nlohmann::json list = nlohmann::json::array();
+  for (const T& item : mine) list.push_back(to_json(item));
+  std::vector<std::vector<T>> all;
+  for (const std::string& text : x->AllGather(list.dump())) {
+    all.emplace_back();
+    for (auto& item : nlohmann::json::parse(text)) all.back().push_back(from_json(std::move(item)));
+  }
+  return analysis::JobExchange::Interleave(std::move(all));
+}
+
+// Several ranks of one job: their collectives matched across ranks (nullopt: not a job).
+Result<std::optional<analysis::JobAnalysis>> JobOf(const std::vector<analysis::RankInput>& inputs) {
+  if (inputs.size() < 2) return std::optional<analysis::JobAnalysis>();
+  const bool ranked = std::all_of(inputs.begin(), inputs.end(), [](const auto& r) { return r.rank >= 0; });
+  const bool same_file = std::any_of(inputs.begin() + 1, inputs.end(), [&](const auto& r) {
+    return std::count_if(inputs.begin(), inputs.end(), [&](const auto& o) { return o.path == r.path; }) > 1;
+  });
+  if (!ranked && !same_file) return std::optional<analysis::JobAnalysis>();
+  EMO_ASSIGN_OR_RETURN(analysis::JobAnalysis job, analysis::AnalyzeJob(inputs));
+  return std::optional<analysis::JobAnalysis>(std::move(job));
+}
+
+// Reads this process's share of the traces (all of them without an exchange). A failure in any
+// process is every process's: the first in input order, with the process that met it.
+Result<std::vector<analysis::TraceAnalysis>> ReadShare(const AnalyzeArgs& args, const analysis::AnalyzeOptions& options,
+                                                       analysis::JobExchange* x) {
+  if (x == nullptr) return AnalyzeInputs("analyze", args.traces, options);
+  Result<std::vector<analysis::TraceAnalysis>> mine = [&]() -> Result<std::vector<analysis::TraceAnalysis>> {
+    EMO_ASSIGN_OR_RETURN(std::vector<trace::TraceSource> sources, trace::ExpandTraceInputs(args.traces));
+    std::vector<trace::TraceSource> share;
+    for (size_t i : x->Mine(sources.size())) share.push_back(std::move(sources[i]));
+    return AnalyzeSources("analyze", std::move(share), options);
+  }();
+  const std::vector<std::string> errors =
+      x->AllGather(mine.ok() ? "" : nlohmann::json{static_cast<int>(mine.status().code()), mine.status().message()}.dump());
+  for (size_t q = 0; q < errors.size(); ++q) {
+    if (errors[q].empty()) continue;
+    const auto e = nlohmann::json::parse(errors[q]);
+    return Status(static_cast<StatusCode>(e[0].get<int>()), fmt::format("{} (in MPI process {})", e[1].get<std::string>(), q));
+  }
+  return mine;
+}
+
 int RunAnalyze(const AnalyzeArgs& args) {
   analysis::AnalyzeOptions options;
   options.iteration_regex = args.iteration;
@@ -138,49 +239,44 @@ int RunAnalyze(const AnalyzeArgs& args) {
   if (!overhead.ok()) return Fail("analyze", overhead.status());
   options.overhead = std::move(overhead).value();
   options.slack_threshold_ns = static_cast<TimeNs>(args.slack_threshold_us * 1e3);
-  auto read = AnalyzeInputs("analyze", args.traces, options);
-  if (!read.ok()) return Fail("analyze", read.status());
-  std::vector<analysis::TraceAnalysis> all = std::move(read).value();
-  // Several ranks of one job: their collectives matched across ranks.
-  std::optional<analysis::JobAnalysis> job;
-  if (all.size() >= 2) {
-    std::vector<analysis::RankInput> inputs;
-    for (const auto& a : all) inputs.push_back(analysis::RankInputOf(a));
-    const bool ranked = std::all_of(inputs.begin(), inputs.end(), [](const auto& r) { return r.rank >= 0; });
-    const bool same_file = std::any_of(inputs.begin() + 1, inputs.end(), [&](const auto& r) {
-      return std::count_if(inputs.begin(), inputs.end(), [&](const auto& o) { return o.path == r.path; }) > 1;
-    });
-    if (ranked || same_file) {
-      auto j = analysis::AnalyzeJob(inputs);
-      if (!j.ok()) return FailUsage("analyze", j.status());
-      job = std::move(j).value();
+  std::unique_ptr<analysis::JobExchange> mpi;
+  if (args.mpi) {
+    if (!args.perfetto.empty()) {
+      return FailUsage("analyze", InvalidArgument("--perfetto needs every trace in one process: not with --mpi"));
     }
+    std::string why;
+    mpi = StartMpi(&why);
+    if (mpi == nullptr) return FailUsage("analyze", InvalidArgument(why));
   }
+  analysis::JobExchange* x = mpi.get();
+  // With --mpi, only the first process reports; all of them take part to the end.
+  const bool reports = x == nullptr || x->process() == 0;
+  auto read = ReadShare(args, options, x);
+  if (!read.ok()) return reports ? Fail("analyze", read.status()) : 1;
+  std::vector<analysis::TraceAnalysis> all = std::move(read).value();
+  std::vector<analysis::RankInput> mine;
+  for (const auto& a : all) mine.push_back(analysis::RankInputOf(a));
+  const std::vector<analysis::RankInput> inputs = GatherAll(
+      x, std::move(mine), analysis::RankInputToJson, [](nlohmann::json j) { return analysis::RankInputFromJson(j); });
+  auto job = JobOf(inputs);
+  if (!job.ok()) return reports ? FailUsage("analyze", job.status()) : 2;
   nlohmann::json joint;
-  if (job) {
-    joint = analysis::JointReplayJson(*job, analysis::RanksOf(all));
-  }
+  if (*job) joint = analysis::JointReplayJson(**job, analysis::RanksOf(all), x);
+  std::vector<TraceReport> local;
+  for (const auto& a : all) local.push_back(ReportOf(a, args.hta_path));
+  std::vector<TraceReport> traces = GatherAll(x, std::move(local), ReportToJson, ReportFromJson);
+  if (!reports) return 0;
   const bool json_to_stdout = args.json == "-";
   if (!json_to_stdout) {
-    for (const auto& a : all) PrintSummary(a);
-    if (job) PrintJob(*job, joint);
+    for (const auto& t : traces) fmt::print("{}", t.summary);
+    if (*job) PrintJob(**job, joint);
+    for (const auto& t : traces) fmt::print("{}", t.hta);
   }
-  nlohmann::json out = analysis::AnalysesToJson(all);
-  if (all.size() >= 2) out["job"] = job ? analysis::JobToJson(*job) : nlohmann::json(nullptr);
-  if (job) out["job"]["joint_replay"] = std::move(joint);
-  if (args.hta_path) {
-    for (size_t i = 0; i < all.size(); ++i) {
-      nlohmann::json hta = HtaPathJson(all[i]);
-      if (!json_to_stdout) {
-        fmt::print("{}\n  HTA-weighted path  {}, {}; weights: GPU {:.1f} us, comm {:.1f} us, CPU {:.1f} us, launch {:.1f} us\n",
-                   all[i].trace->meta.source_path, Plural(hta["gpu_ops"].get<size_t>(), "GPU op"),
-                   Plural(hta["api_calls"].get<size_t>(), "API call"),
-                   hta["weight_us"]["gpu"].get<double>(), hta["weight_us"]["comm"].get<double>(),
-                   hta["weight_us"]["cpu"].get<double>(), hta["weight_us"]["launch"].get<double>());
-      }
-      (all.size() == 1 ? out : out["traces"][i])["hta_critical_path"] = std::move(hta);
-    }
-  }
+  std::vector<analysis::TraceJsonPart> parts;
+  for (auto& t : traces) parts.push_back(std::move(t.part));
+  nlohmann::json out = analysis::CombineTraceJsons(std::move(parts));
+  if (inputs.size() >= 2) out["job"] = *job ? analysis::JobToJson(**job) : nlohmann::json(nullptr);
+  if (*job) out["job"]["joint_replay"] = std::move(joint);
   // Both outputs are attempted, the JSON first: one failing never costs the other.
   int rc = 0;
   Status st = WriteJson(args.json, out);
@@ -224,6 +320,12 @@ void SetupAnalyze(CLI::App& app, int& exit_code) {
   cmd->add_flag("--hta-critical-path", args->hta_path,
                 "Also report the critical path under Holistic Trace Analysis' edge weights (CPU gaps between\n"
                 "operators weigh 0, blocking calls 0), to compare with HTA; EMO's own path is wall time");
+  cmd->add_flag("--mpi", args->mpi,
+                "Run as one of the processes of `mpirun -np N emo analyze --mpi TRACES...`: each reads and\n"
+                "analyses its share of the traces (trace i goes to process i mod N) and the joint replay\n"
+                "exchanges only the collectives' arrival times; the first process prints and writes the result,\n"
+                "the same as one process's. For jobs whose traces lie on several machines (give each the same\n"
+                "paths); not with --perfetto");
   cmd->callback([args, &exit_code] { exit_code = RunAnalyze(*args); });
 }
 

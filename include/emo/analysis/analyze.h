@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include <nlohmann/json_fwd.hpp>
+#include <nlohmann/json.hpp>
 
 #include "emo/analysis/iterations.h"
 #include "emo/analysis/overhead.h"
@@ -126,6 +126,19 @@ nlohmann::json GpuEnergyToJson(const trace::GpuEnergy& g);
 nlohmann::json AnalysisToJson(const TraceAnalysis& a);
 // The job-level JSON of several ranks: per-trace objects under "traces" and job summary fields.
 nlohmann::json AnalysesToJson(const std::vector<TraceAnalysis>& all);
+
+// One trace's share of AnalysesToJson's output: its JSON and what the job summary takes from it
+// (the form in which several processes gather their traces' results).
+struct TraceJsonPart {
+  nlohmann::json json;  // AnalysisToJson
+  size_t iterations = 0;
+  TimeNs measured_ns = 0, replayed_ns = 0;
+  size_t nodes = 0, edges = 0;
+  Diagnostics diagnostics;
+};
+TraceJsonPart TraceJsonPartOf(const TraceAnalysis& a);
+// AnalysesToJson from the parts, in input order.
+nlohmann::json CombineTraceJsons(std::vector<TraceJsonPart> parts);
 
 // What-if of one analysed trace: iteration time of the steady iteration under scaled durations.
 struct WhatIfResult {

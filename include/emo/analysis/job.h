@@ -51,6 +51,9 @@ struct RankInput {
 
 // The ranks' parts of the traces (collective kernels with their metadata).
 RankInput RankInputOf(const TraceAnalysis& a);
+// A rank's part as JSON and back (what the processes of `emo analyze --mpi` exchange).
+nlohmann::json RankInputToJson(const RankInput& r);
+RankInput RankInputFromJson(const nlohmann::json& j);
 
 struct MatchedCollective {
   std::string name;           // the collective's, or "send/recv"

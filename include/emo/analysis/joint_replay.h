@@ -27,6 +27,7 @@
 
 #include "emo/analysis/analyze.h"
 #include "emo/analysis/job.h"
+#include "emo/analysis/job_exchange.h"
 #include "emo/analysis/replay.h"
 #include "emo/analysis/slack.h"
 #include "emo/analysis/whatif.h"
@@ -47,13 +48,18 @@ struct JointSchedule {
   // start) in the rank's own time; INT64_MAX elsewhere. A rank that starts one later delays
   // every member that waits for it.
   std::vector<std::vector<TimeNs>> arrival_limits;
+  // Per job.collectives: the member (its index in MatchedCollective::members) whose replayed
+  // start is the arrival, the first of them on a tie; -1 where no member was replayed.
+  std::vector<int64_t> last_member;
 };
 
 // `analyses` are the job's ranks (any order; each found in `job` by its trace's rank);
 // `durations[i]` the durations to replay for analyses[i] (per node of its graph). A rank the job
-// does not hold is replayed on its own.
+// does not hold is replayed on its own. With an exchange, `analyses` are this process's share of
+// the job's ranks; arrivals, last members and members_bound are the job's (the same in every
+// process), the per-rank fields this process's.
 JointSchedule JointReplay(const JobAnalysis& job, std::span<const TraceAnalysis* const> analyses,
-                          std::span<const std::vector<TimeNs>* const> durations);
+                          std::span<const std::vector<TimeNs>* const> durations, JobExchange* exchange = nullptr);
 
 // The critical path of the job's steady iteration across ranks: from the end of the slowest
 // rank's steady iteration, walked back along binding constraints (FindCriticalPath); at a
@@ -62,7 +68,8 @@ JointSchedule JointReplay(const JobAnalysis& job, std::span<const TraceAnalysis*
 struct JointPathSegment {
   int64_t rank = -1;
   TimeNs from_ns = 0, to_ns = 0;  // on the job clock
-  CriticalPath path;
+  size_t nodes = 0;               // on the path
+  CriticalPath path;              // with an exchange, its nodes only in the process of `rank`
 };
 struct JointCriticalPath {
   int64_t sink_rank = -1;             // the slowest rank, where the walk starts
@@ -71,8 +78,10 @@ struct JointCriticalPath {
   CriticalPath::Stop stop = CriticalPath::Stop::kComplete;  // of the earliest segment
   size_t hops = 0;                    // rank changes along the path
 };
+// With an exchange (and `s` from JointReplay with it), every process gets the whole path: each
+// segment is walked where its rank is and handed to the others.
 JointCriticalPath FindJointCriticalPath(const JobAnalysis& job, std::span<const TraceAnalysis* const> analyses,
-                                        const JointSchedule& s);
+                                        const JointSchedule& s, JobExchange* exchange = nullptr);
 nlohmann::json JointCriticalPathJson(const JointCriticalPath& p);
 
 // Each rank's steady iteration (TraceAnalysis::steady) on a joint schedule.
@@ -109,7 +118,9 @@ Result<JobWhatIf> RunJobWhatIf(const JobAnalysis& job, std::span<const TraceAnal
 
 // `emo analyze`'s "joint_replay" object: per rank and for the job, the steady iteration measured,
 // replayed on its own and replayed jointly (identity), and on the analysis timeline alone and
-// jointly (the correction through the collectives).
-nlohmann::json JointReplayJson(const JobAnalysis& job, std::span<const TraceAnalysis* const> analyses);
+// jointly (the correction through the collectives). With an exchange: the same object, in every
+// process, from this process's share of the ranks.
+nlohmann::json JointReplayJson(const JobAnalysis& job, std::span<const TraceAnalysis* const> analyses,
+                               JobExchange* exchange = nullptr);
 
 }  // namespace emo::analysis
