@@ -102,7 +102,7 @@ void AddGpus(const opt::PlannedTrace& pt, json& gpus) {
 
 }  // namespace
 
-json PolicyJson(const std::vector<opt::PlannedTrace>& plans) {
+json PolicyJson(const std::vector<opt::PlannedTrace>& plans, const json* job) {
   json gpus = json::array();
   json traces = json::array();
   for (const auto& pt : plans) {
@@ -153,6 +153,25 @@ json PolicyJson(const std::vector<opt::PlannedTrace>& plans) {
       warnings.push_back("rank " + g["rank"].dump() + ": planned for a device model of another GPU than the trace's (" +
                          g["device_check"]["trace_gpu"].get<std::string>() + ")");
     }
+  }
+  if (job != nullptr) {
+    json k = *job;
+    double energy = 0, baseline = 0;
+    for (const auto& g : gpus) {
+      energy += g["predicted"]["energy_j"].get<double>();
+      baseline += g["predicted"]["baseline_energy_j"].get<double>();
+    }
+    k["energy_j"] = energy;
+    k["baseline_energy_j"] = baseline;
+    k["saving_pct"] = baseline > 0 ? 100.0 * (1.0 - energy / baseline) : 0.0;
+    k["note"] = "energy per iteration summed over the job's GPUs; times and energies predicted by the device model "
+                "and the joint replay, not measured";
+    if (!k["met"].get<bool>()) {
+      warnings.push_back(fmt::format("the job: every rank's plan at once, replayed jointly, is {:+.2f} % against its "
+                                     "target of +{:.2f} %",
+                                     k["slowdown_pct"].get<double>(), k["target_pct"].get<double>()));
+    }
+    j["job"] = std::move(k);
   }
   j["warnings"] = warnings;
   return j;

@@ -21,6 +21,8 @@ namespace {
 using emo::testing::Emo;
 using emo::testing::EmoJson;
 using emo::testing::EmoRun;
+using emo::testing::ReadJson;
+using emo::testing::TempPath;
 
 const std::string kExample = EMO_SOURCE_DIR "/examples/gpt_train_h200.json.gz";
 const std::string kHeldout = EMO_SOURCE_DIR "/data/h200_heldout/bert_infer_sync_light.json.gz";
@@ -102,11 +104,28 @@ TEST(CliTest, OptimizePlansTheRanksOfAJobAgainstTheJobsTime) {
     EXPECT_TRUE(joint["job"]["met"].get<bool>());
     EXPECT_LE(joint["job"]["slowdown_pct"].get<double>(), 2.0 + 1e-9);
     EXPECT_TRUE(joint["job"]["converged"].get<bool>());
+    // One policy for the job: a plan per GPU and the job's own figures.
+    const std::string policy = TempPath(std::string(job) + "_policy.json");
+    ASSERT_EQ(Emo("optimize " + pair(job) + " --device h200 --policy " + policy).exit_code, 0);
+    const auto p = ReadJson(policy);
+    ASSERT_EQ(p["gpus"].size(), 2u);
+    ASSERT_TRUE(p.contains("job")) << p.dump().substr(0, 400);
+    EXPECT_EQ(p["job"]["planned_us"], joint["job"]["planned_us"]);
+    EXPECT_TRUE(p["job"]["met"].get<bool>());
+    double energy = 0;
+    for (const auto& g : p["gpus"]) energy += g["predicted"]["energy_j"].get<double>();
+    EXPECT_NEAR(p["job"]["energy_j"].get<double>(), energy, 1e-9);
+    EXPECT_LT(p["job"]["energy_j"].get<double>(), p["job"]["baseline_energy_j"].get<double>());
+    std::remove(policy.c_str());
     const auto alone = EmoJson("optimize " + pair(job) + " --device h200 --per-rank", "optimize");
     EXPECT_EQ(alone["job"]["planned"], "per rank (--per-rank)");
     if (std::string(job) == "ddp_gpt") {
       EXPECT_FALSE(alone["job"]["met"].get<bool>());
       EXPECT_GT(alone["job"]["slowdown_pct"].get<double>(), 4.0);
+      ASSERT_EQ(Emo("optimize " + pair(job) + " --device h200 --per-rank --policy " + policy).exit_code, 0);
+      const std::string warnings = ReadJson(policy)["warnings"].dump();
+      EXPECT_NE(warnings.find("the job: every rank's plan at once"), std::string::npos) << warnings;
+      std::remove(policy.c_str());
     } else {
       const double lighter_joint = joint["traces"][1]["plan"]["energy_j"].get<double>();
       const double lighter_alone = alone["traces"][1]["plan"]["energy_j"].get<double>();

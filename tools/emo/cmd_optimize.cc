@@ -133,7 +133,7 @@ int RunOptimize(const OptimizeArgs& args) {
     all.push_back(report::PlanToJson(pt));
   }
   if (!args.policy.empty()) {
-    Status st = WriteJson(args.policy, policy::PolicyJson(planned));
+    Status st = WriteJson(args.policy, policy::PolicyJson(planned, job_plan ? &job_json : nullptr));
     if (!st.ok()) return Fail("optimize", st);
   }
   if (!args.frontier.empty()) {

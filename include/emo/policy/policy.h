@@ -21,7 +21,9 @@ inline constexpr int kPolicyVersion = 3;
 inline constexpr TimeNs kRuntimeReactionNs = 1'000'000;
 inline TimeNs SwitchLeadNs(const opt::TracePlan& plan) { return plan.switch_latency_ns + kRuntimeReactionNs; }
 
-// One policy for every planned trace (one per rank): a plan per GPU.
-nlohmann::json PolicyJson(const std::vector<opt::PlannedTrace>& plans);
+// One policy for every planned trace (one per rank): a plan per GPU. `job` (the ranks of one job
+// planned together: report::JobPlanToJson) becomes the policy's `job` object, with the job's
+// predicted energy per iteration summed over its GPUs.
+nlohmann::json PolicyJson(const std::vector<opt::PlannedTrace>& plans, const nlohmann::json* job = nullptr);
 
 }  // namespace emo::policy
