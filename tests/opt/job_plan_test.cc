@@ -1,0 +1,92 @@
+// The ranks of one job planned together (include/emo/opt/job_plan.h), on a hand-built two-rank
+// job: the rank that waits for its peer in every all-reduce gets that wait as slack, the job
+// meets the target with every plan at once, and planned alone (--per-rank) the waiting rank
+// cannot see its slack.
+#include "emo/opt/job_plan.h"
+
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+#include "emo/analysis/job.h"
+#include "emo/model/device.h"
+#include "test_util.h"
+#include "trace_builder.h"
+
+namespace emo::opt {
+namespace {
+
+using testing::TraceBuilder;
+
+// One rank: 6 iterations of 20 ms; each launches a compute kernel of `compute_us` and an
+// all-reduce behind it on the same stream, and waits for both. Both ranks' all-reduces end
+// together, 500 us after the slower rank's compute: the faster rank's all-reduce spins until then.
+analysis::TraceAnalysis Rank(int64_t rank, double compute_us, double slowest_us) {
+  TraceBuilder b;
+  int64_t corr = 1;
+  for (int k = 0; k < 6; ++k) {
+    const double t0 = 20000.0 * k;
+    b.Annotation(("ProfilerStep#" + std::to_string(k)).c_str(), t0, t0 + 20000);
+    b.Api("cudaLaunchKernel", t0 + 10, t0 + 15, corr);
+    b.Kernel("ampere_sgemm_128x64_nn", 7, t0 + 20, t0 + 20 + compute_us, corr++);
+    b.Api("cudaLaunchKernel", t0 + 16, t0 + 19, corr);
+    b.Kernel("ncclDevKernel_AllReduce_Sum_f32_RING_LL(ncclDevKernelArgsStorage<4096ul>)", 7, t0 + 20 + compute_us,
+             t0 + 20 + slowest_us + 500, corr++);
+    b.Api("cudaStreamSynchronize", t0 + 21, t0 + 20 + slowest_us + 502);
+  }
+  trace::Trace t = b.Build();
+  t.meta.source_path = "rank" + std::to_string(rank);
+  t.meta.rank = rank;
+  t.meta.world_size = 2;
+  analysis::AnalyzeOptions options;
+  options.overhead.mode = analysis::OverheadOptions::Mode::kOff;
+  auto a = analysis::AnalyzeTrace(std::move(t), options);
+  EXPECT_TRUE(a.ok()) << a.status().ToString();
+  return std::move(a).value();
+}
+
+TEST(JobPlanTest, TheRankThatWaitsForItsPeerSpendsTheWaitAtALowerClock) {
+  auto device = model::FindDevice("h200", EMO_SOURCE_DIR "/devices");
+  ASSERT_TRUE(device.ok()) << device.status().ToString();
+  const analysis::TraceAnalysis r0 = Rank(0, 6000, 15000), r1 = Rank(1, 15000, 15000);
+  const std::vector<const analysis::TraceAnalysis*> ranks = {&r0, &r1};
+  auto job = analysis::AnalyzeJob(std::span<const analysis::TraceAnalysis* const>(ranks));
+  ASSERT_TRUE(job.ok()) << job.status().ToString();
+  ASSERT_EQ(job->collectives.size(), 6u);
+  TracePlanOptions options;
+  options.packing.min_pack_ns = 1'000'000;
+  std::vector<std::string> said;
+  auto progress = [&](size_t i, double target, bool with_peers) {
+    said.push_back(std::to_string(i) + (with_peers ? " with peers" : " alone") + " " + std::to_string(target));
+  };
+  auto joint = PlanJob(*job, ranks, *device, options, /*per_rank=*/false, progress);
+  ASSERT_TRUE(joint.ok()) << joint.status().ToString();
+  auto alone = PlanJob(*job, ranks, *device, options, /*per_rank=*/true, nullptr);
+  ASSERT_TRUE(alone.ok()) << alone.status().ToString();
+
+  // Every plan at once, replayed jointly, within the target.
+  EXPECT_TRUE(joint->jointly);
+  EXPECT_TRUE(joint->converged);
+  EXPECT_TRUE(joint->met()) << joint->planned_ns << " against " << joint->baseline_ns;
+  EXPECT_GT(joint->baseline_ns, 0);
+  ASSERT_EQ(joint->plans.size(), 2u);
+  ASSERT_GE(said.size(), 2u);
+  EXPECT_EQ(said[0].rfind("0 with peers", 0), 0u) << said[0];
+  // Rank 0 computes 6 ms and waits 9 ms for rank 1: with its peer held, the wait is slack, so
+  // its plan goes far lower than the 2 % target allows a rank alone.
+  const double joint0 = joint->plans[0].plan.energy_j, alone0 = alone->plans[0].plan.energy_j;
+  const double base0 = joint->plans[0].baseline.energy_j;
+  EXPECT_LT(joint0, alone0) << "jointly " << joint0 << " J, alone " << alone0 << " J";
+  EXPECT_LT(joint0, 0.9 * base0);
+  // The slower rank has no slack either way: its saving is the target's.
+  EXPECT_NEAR(joint->plans[1].plan.energy_j, alone->plans[1].plan.energy_j, 0.05 * alone->plans[1].plan.energy_j);
+  // Per rank: one planning, not timed with the peers, still checked jointly.
+  EXPECT_FALSE(alone->jointly);
+  ASSERT_EQ(alone->rounds.size(), 1u);
+  EXPECT_TRUE(alone->rounds[0].per_rank);
+  EXPECT_GT(alone->planned_ns, 0);
+}
+
+}  // namespace
+}  // namespace emo::opt
