@@ -60,6 +60,15 @@ TEST(CliTest, WhatIfScalesMatchingOps) {
   EXPECT_GT(whatif, base);  // GEMMs 1.5x slower: the iteration gets longer
 }
 
+// Two ranks of a 128-rank job: analysed as a job, the ranks not given listed once, as runs.
+TEST(CliTest, AJobWithMissingRanksListsThemAsRuns) {
+  EMO_REQUIRE_SHARED();
+  const EmoRun r = Emo("analyze " + SharedPath("traces/hta/sampled_rank0_of128.json.gz") + " " +
+                       SharedPath("traces/hta/sampled_rank1_of128.json.gz"));
+  EXPECT_EQ(r.exit_code, 0) << r.out;
+  EXPECT_NE(r.out.find("job               2 of 128 ranks given (missing: 2-127);"), std::string::npos) << r.out;
+}
+
 // --slow-rank replays the ranks of a job jointly: a straggler delays its peer (the library's
 // tests in tests/analysis/joint_replay_test.cc); its usage errors exit with 2 and say why.
 TEST(CliTest, WhatIfSlowRankNeedsAJobAndSaysWhatItChanged) {

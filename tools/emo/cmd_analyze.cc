@@ -98,10 +98,23 @@ std::string Summary(const analysis::TraceAnalysis& a) {
   return out;
 }
 
+// Ranks in increasing order as runs: "2-127" for 2, 3, ..., 127; "0, 4, 6-7".
+std::string RankRanges(const std::vector<int64_t>& ranks) {
+  std::string out;
+  for (size_t i = 0; i < ranks.size();) {
+    size_t j = i;
+    while (j + 1 < ranks.size() && ranks[j + 1] == ranks[j] + 1) ++j;
+    out += fmt::format("{}{}", out.empty() ? "" : ", ", ranks[i]);
+    if (j > i) out += fmt::format("{}{}", j == i + 1 ? ", " : "-", ranks[j]);
+    i = j + 1;
+  }
+  return out;
+}
+
 void PrintJob(const analysis::JobAnalysis& job, const nlohmann::json& joint) {
   fmt::print("job               {} of {} ranks given{}; {} collectives matched across ranks\n", job.ranks.size(),
              job.world_size,
-             job.missing_ranks.empty() ? "" : fmt::format(" (missing: {})", fmt::join(job.missing_ranks, ", ")),
+             job.missing_ranks.empty() ? "" : fmt::format(" (missing: {})", RankRanges(job.missing_ranks)),
              job.collectives.size());
   for (const auto& w : job.ranks) {
     fmt::print("  rank {:<4} waited {:>10.1f} us for peers in {} collectives; last to arrive in {}, keeping the others "
