@@ -8,40 +8,17 @@
 #include <vector>
 
 #include "test_util.h"
-#include "trace_builder.h"
+#include "job_builder.h"
 
 namespace emo::analysis {
 namespace {
 
-using testing::TraceBuilder;
 constexpr TimeNs kUs = 1000;
 
-// One rank of a two-rank job: 4 iterations of 1 ms; each launches a compute kernel of
-// `compute_us` and an all-reduce behind it on the same stream, and waits for both
-// (cudaStreamSynchronize). Both ranks' all-reduces end together, 50 us after the later rank's
-// compute: the earlier rank's all-reduce spins until then.
+// One rank of a two-rank job: 4 iterations of 1 ms, all-reduces ending 50 us after the slower
+// rank's compute (tests/job_builder.h).
 TraceAnalysis Rank(int64_t rank, double compute_us, double slowest_us) {
-  TraceBuilder b;
-  int64_t corr = 1;
-  for (int k = 0; k < 4; ++k) {
-    const double t0 = 1000.0 * k;
-    b.Annotation(("ProfilerStep#" + std::to_string(k)).c_str(), t0, t0 + 1000);
-    b.Api("cudaLaunchKernel", t0 + 10, t0 + 15, corr);
-    b.Kernel("gemm", 7, t0 + 20, t0 + 20 + compute_us, corr++);
-    b.Api("cudaLaunchKernel", t0 + 16, t0 + 19, corr);
-    b.Kernel("ncclDevKernel_AllReduce_Sum_f32_RING_LL(ncclDevKernelArgsStorage<4096ul>)", 7, t0 + 20 + compute_us,
-             t0 + 20 + slowest_us + 50, corr++);
-    b.Api("cudaStreamSynchronize", t0 + 21, t0 + 20 + slowest_us + 52);
-  }
-  trace::Trace t = b.Build();
-  t.meta.source_path = "rank" + std::to_string(rank);
-  t.meta.rank = rank;
-  t.meta.world_size = 2;
-  AnalyzeOptions options;
-  options.overhead.mode = OverheadOptions::Mode::kOff;
-  auto a = AnalyzeTrace(std::move(t), options);
-  EXPECT_TRUE(a.ok()) << a.status().ToString();
-  return std::move(a).value();
+  return testing::JobRank(rank, compute_us, slowest_us);
 }
 
 JobAnalysis JobOf(const std::vector<const TraceAnalysis*>& ranks) {

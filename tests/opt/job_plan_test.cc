@@ -12,38 +12,15 @@
 #include "emo/analysis/job.h"
 #include "emo/model/device.h"
 #include "test_util.h"
-#include "trace_builder.h"
+#include "job_builder.h"
 
 namespace emo::opt {
 namespace {
 
-using testing::TraceBuilder;
-
-// One rank: 6 iterations of 20 ms; each launches a compute kernel of `compute_us` and an
-// all-reduce behind it on the same stream, and waits for both. Both ranks' all-reduces end
-// together, 500 us after the slower rank's compute: the faster rank's all-reduce spins until then.
+// One rank: 6 iterations of 20 ms, all-reduces ending 500 us after the slower rank's compute
+// (tests/job_builder.h).
 analysis::TraceAnalysis Rank(int64_t rank, double compute_us, double slowest_us) {
-  TraceBuilder b;
-  int64_t corr = 1;
-  for (int k = 0; k < 6; ++k) {
-    const double t0 = 20000.0 * k;
-    b.Annotation(("ProfilerStep#" + std::to_string(k)).c_str(), t0, t0 + 20000);
-    b.Api("cudaLaunchKernel", t0 + 10, t0 + 15, corr);
-    b.Kernel("ampere_sgemm_128x64_nn", 7, t0 + 20, t0 + 20 + compute_us, corr++);
-    b.Api("cudaLaunchKernel", t0 + 16, t0 + 19, corr);
-    b.Kernel("ncclDevKernel_AllReduce_Sum_f32_RING_LL(ncclDevKernelArgsStorage<4096ul>)", 7, t0 + 20 + compute_us,
-             t0 + 20 + slowest_us + 500, corr++);
-    b.Api("cudaStreamSynchronize", t0 + 21, t0 + 20 + slowest_us + 502);
-  }
-  trace::Trace t = b.Build();
-  t.meta.source_path = "rank" + std::to_string(rank);
-  t.meta.rank = rank;
-  t.meta.world_size = 2;
-  analysis::AnalyzeOptions options;
-  options.overhead.mode = analysis::OverheadOptions::Mode::kOff;
-  auto a = analysis::AnalyzeTrace(std::move(t), options);
-  EXPECT_TRUE(a.ok()) << a.status().ToString();
-  return std::move(a).value();
+  return testing::JobRank(rank, compute_us, slowest_us, 20000, 6, 500, "ampere_sgemm_128x64_nn");
 }
 
 TEST(JobPlanTest, TheRankThatWaitsForItsPeerSpendsTheWaitAtALowerClock) {
