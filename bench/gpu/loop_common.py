@@ -94,9 +94,10 @@ def run(workload, args, step, extra=None):
         sys.exit(f"{workload}: the timed region ({args.steps - args.warmup} steps) is shorter than the profiler "
                  f"schedule ({args.prof_wait}+{args.prof_warmup}+{args.prof_active})")
     nvtx = torch.cuda.nvtx if args.nvtx else None
-    step_ms = []
+    step_ms, step_cpu_ms = [], []
 
     def one():
+        c0 = time.thread_time()
         t0 = time.perf_counter()
         if nvtx:
             nvtx.range_push("step")
@@ -104,6 +105,7 @@ def run(workload, args, step, extra=None):
         if nvtx:
             nvtx.range_pop()
         step_ms.append((time.perf_counter() - t0) * 1e3)
+        step_cpu_ms.append((time.thread_time() - c0) * 1e3)
 
     for _ in range(args.warmup):
         one()
@@ -142,7 +144,8 @@ def run(workload, args, step, extra=None):
     st = _stats(timed_ms)
     out = {"workload": workload, "median_step_ms": st["median"], "steps": args.steps, "timed_steps": timed,
            "warmup_steps": args.warmup, "mean_step_ms": st["mean"], "p10_step_ms": st["p10"],
-           "p90_step_ms": st["p90"], "region_s": region_s, "region_ms_per_step": region_s * 1e3 / timed,
+           "p90_step_ms": st["p90"], "median_step_cpu_ms": _stats(step_cpu_ms[args.warmup:])["median"],
+           "region_s": region_s, "region_ms_per_step": region_s * 1e3 / timed,
            "nvtx": bool(args.nvtx), "timing": "perf_counter per step (the step syncs itself); "
                                               "torch.cuda.synchronize only at the timed region's ends"}
     if prof:

@@ -192,6 +192,7 @@ def summarize(runs, meta):
         plain = modes.get("plain", [])
         tp = modes.get("torchprof", [])
         w["plain"] = {"median_step_ms": agg(plain, "median_step_ms"), "mean_step_ms": agg(plain, "mean_step_ms"),
+                      "median_step_cpu_ms": agg(plain, "median_step_cpu_ms"),
                       "energy_per_step_j": agg(plain, "energy_per_step_j"), "window_s": agg(plain, "window_s"),
                       "failed_runs": sum(1 for r in plain if r["rc"] != 0 or not r["program"])}
         for key in EMO_MODES:
@@ -238,20 +239,25 @@ def summarize(runs, meta):
             if not run:
                 continue
             w[key] = {"median_step_ms": agg(run, "median_step_ms"),
+                      "median_step_cpu_ms": agg(run, "median_step_cpu_ms"),
                       "energy_per_step_j": agg(run, "energy_per_step_j"),
                       "policy_run": [r.get("policy_run") for r in run],
                       "emo_untraced_step_ms": [r.get("emo_untraced_step_ms") for r in run],
                       "switch_log": [r.get("switch_log") for r in run],
                       "failed_runs": sum(1 for r in run if r["rc"] != 0 or not r["program"])}
             rat[f"{key}_over_plain"] = ratio(w[key]["median_step_ms"]["median"], p)
+            # paired: over the same round's run of the other mode, by wall time and by the main
+            # thread's CPU time per step (the program's launching thread, where the callbacks run)
             for other, name in (("plain", "plain"), ("monitor", "monitor")):
-                paired = {}
-                for r in run:
-                    mate = [q for q in modes.get(other, []) if q["round"] == r["round"] and q["program"] and r["program"]]
-                    if mate:
-                        paired[r["round"]] = r["program"]["median_step_ms"] / mate[0]["program"]["median_step_ms"]
-                rat[f"{key}_over_{name}_paired_median"] = med(list(paired.values()))
-                rat[f"{key}_over_{name}_paired"] = paired
+                for metric, tag in (("median_step_ms", ""), ("median_step_cpu_ms", "_cpu")):
+                    paired = {}
+                    for r in run:
+                        mate = [q for q in modes.get(other, [])
+                                if q["round"] == r["round"] and q["program"] and r["program"]]
+                        if mate and r["program"].get(metric) and mate[0]["program"].get(metric):
+                            paired[r["round"]] = r["program"][metric] / mate[0]["program"][metric]
+                    rat[f"{key}_over_{name}{tag}_paired_median"] = med(list(paired.values()))
+                    rat[f"{key}_over_{name}{tag}_paired"] = paired
             if "monitor" in w:
                 rat[f"{key}_over_monitor"] = ratio(w[key]["median_step_ms"]["median"], w["monitor"]["median_step_ms"]["median"])
         for key in EMO_MODES:
