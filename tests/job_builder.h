@@ -15,8 +15,7 @@ namespace emo::testing {
 // ranks' all-reduces end together, `transfer_us` after the slower rank's compute (`slowest_us`):
 // the faster rank's all-reduce spins until then. Analysed without the overhead correction.
 inline analysis::TraceAnalysis JobRank(int64_t rank, double compute_us, double slowest_us, double period_us = 1000,
-                                       int iterations = 4, double transfer_us = 50,
-                                       const char* kernel = "gemm") {
+                                       int iterations = 4, double transfer_us = 50, const char* kernel = "gemm") {
   TraceBuilder b;
   int64_t corr = 1;
   for (int k = 0; k < iterations; ++k) {

@@ -72,9 +72,8 @@ TEST(MpiCliTest, FourProcessesGiveTheResultOfOne) {
   // 8 ranks on 3 processes: shares of 3, 3 and 2.
   ExpectSameAsOneProcess(SharedPath("traces/param/dlrm_kineto_8ranks_v100.tar.gz"), 3);
   // 2 ranks on 4 processes: two of them hold none and still take part.
-  ExpectSameAsOneProcess(SharedPath("traces/h200/pp_gpt_rank0.json.gz") + " " +
-                             SharedPath("traces/h200/pp_gpt_rank1.json.gz"),
-                         4);
+  ExpectSameAsOneProcess(
+      SharedPath("traces/h200/pp_gpt_rank0.json.gz") + " " + SharedPath("traces/h200/pp_gpt_rank1.json.gz"), 4);
 }
 
 TEST(MpiCliTest, ATraceThatFailsInOneProcessFailsTheJobOnce) {

@@ -11,8 +11,8 @@
 
 #include "emo/analysis/job.h"
 #include "emo/model/device.h"
-#include "test_util.h"
 #include "job_builder.h"
+#include "test_util.h"
 
 namespace emo::opt {
 namespace {

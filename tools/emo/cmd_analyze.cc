@@ -61,36 +61,43 @@ std::string Summary(const analysis::TraceAnalysis& a) {
   const auto& m = a.trace->meta;
   fmt::format_to(to, "{}\n", m.source_path);
   fmt::format_to(to, "  iterations        {} ({}; steady = {})\n", a.iterations.iterations.size(),
-             a.iterations.from_marker ? "marker" : "no marker: whole trace",
-             a.iterations.iterations[a.steady].name);
+                 a.iterations.from_marker ? "marker" : "no marker: whole trace",
+                 a.iterations.iterations[a.steady].name);
   fmt::format_to(to, "  iteration time    measured {:.1f} us, replayed {:.1f} us, error {:.3f} %\n",
-             NsToUs(a.measured_ns()), NsToUs(a.replayed_ns()), a.replay_error_pct());
+                 NsToUs(a.measured_ns()), NsToUs(a.replayed_ns()), a.replay_error_pct());
   if (a.corrected()) {
     const auto& o = a.overhead;
-    fmt::format_to(to, "  corrected         {:.1f} us without the profiler's overhead (range {:.1f}-{:.1f} us; CPU time x {:.3f}; "
-               "confidence {})\n",
-               NsToUs(a.timeline_ns()), NsToUs(a.corrected_lo_ns), NsToUs(a.corrected_hi_ns), o.cpu_scale, o.confidence);
+    fmt::format_to(
+        to,
+        "  corrected         {:.1f} us without the profiler's overhead (range {:.1f}-{:.1f} us; CPU time x {:.3f}; "
+        "confidence {})\n",
+        NsToUs(a.timeline_ns()), NsToUs(a.corrected_lo_ns), NsToUs(a.corrected_hi_ns), o.cpu_scale, o.confidence);
     fmt::format_to(to, "  correction        {}: {}\n", analysis::OverheadSourceName(o.source), o.note);
   }
   const auto& cp = a.steady_path;
   auto pct = [&](analysis::PathCategory c) { return 100.0 * cp.Share(c); };
-  fmt::format_to(to, "  critical path     ({} timeline) {:.1f} us of the {:.1f} us iteration: GPU {:.1f} %, comm {:.1f} %, CPU {:.1f} %, "
-             "launch/idle {:.1f} %\n",
-             a.corrected() ? "corrected" : "traced", NsToUs(cp.total()), NsToUs(a.timeline_ns()),
-             pct(analysis::PathCategory::kGpuCompute), pct(analysis::PathCategory::kCommunication),
-             pct(analysis::PathCategory::kCpu), pct(analysis::PathCategory::kLaunch));
+  fmt::format_to(to,
+                 "  critical path     ({} timeline) {:.1f} us of the {:.1f} us iteration: GPU {:.1f} %, comm {:.1f} %, "
+                 "CPU {:.1f} %, "
+                 "launch/idle {:.1f} %\n",
+                 a.corrected() ? "corrected" : "traced", NsToUs(cp.total()), NsToUs(a.timeline_ns()),
+                 pct(analysis::PathCategory::kGpuCompute), pct(analysis::PathCategory::kCommunication),
+                 pct(analysis::PathCategory::kCpu), pct(analysis::PathCategory::kLaunch));
   for (const auto& gap : analysis::CriticalPathGaps(a)) {
-    fmt::format_to(to, "  not on the path   {:.1f} us at the iteration's {}: {}\n", NsToUs(gap.ns), gap.where, gap.reason);
+    fmt::format_to(to, "  not on the path   {:.1f} us at the iteration's {}: {}\n", NsToUs(gap.ns), gap.where,
+                   gap.reason);
   }
-  const TimeNs span = std::max<TimeNs>(1, a.horizon - analysis::FirstIterationStart(*a.graph, a.iterations, a.timeline));
+  const TimeNs span =
+      std::max<TimeNs>(1, a.horizon - analysis::FirstIterationStart(*a.graph, a.iterations, a.timeline));
   for (const auto& g : a.gpus) {
-    fmt::format_to(to, "  GPU {}             busy {:.1f} % of {:.1f} ms ({}); {:.1f} % of busy time in {}\n",
-               g.device, 100.0 * static_cast<double>(g.busy_ns) / static_cast<double>(span), NsToMs(span),
-               Plural(a.iterations.iterations.size(), "iteration"),
-               g.busy_ns > 0 ? 100.0 * static_cast<double>(g.slack_ns) / static_cast<double>(g.busy_ns) : 0.0,
-               Plural(g.windows.size(), "slack window"));
+    fmt::format_to(to, "  GPU {}             busy {:.1f} % of {:.1f} ms ({}); {:.1f} % of busy time in {}\n", g.device,
+                   100.0 * static_cast<double>(g.busy_ns) / static_cast<double>(span), NsToMs(span),
+                   Plural(a.iterations.iterations.size(), "iteration"),
+                   g.busy_ns > 0 ? 100.0 * static_cast<double>(g.slack_ns) / static_cast<double>(g.busy_ns) : 0.0,
+                   Plural(g.windows.size(), "slack window"));
   }
-  fmt::format_to(to, "  graph             {}, {}\n", Plural(a.graph->num_nodes(), "node"), Plural(a.graph->num_edges(), "edge"));
+  fmt::format_to(to, "  graph             {}, {}\n", Plural(a.graph->num_nodes(), "node"),
+                 Plural(a.graph->num_edges(), "edge"));
   for (const auto& row : a.AllDiagnostics().Rows()) {
     if (row.severity == Severity::kInfo) continue;
     fmt::format_to(to, "  {:<8} {:<28} {:>7}  {}\n", SeverityName(row.severity), row.name, row.count, row.description);
@@ -164,12 +171,13 @@ TraceReport ReportOf(const analysis::TraceAnalysis& a, bool hta_path) {
   TraceReport r{analysis::TraceJsonPartOf(a), Summary(a), ""};
   if (hta_path) {
     nlohmann::json hta = HtaPathJson(a);
-    r.hta = fmt::format("{}\n  HTA-weighted path  {}, {}; weights: GPU {:.1f} us, comm {:.1f} us, CPU {:.1f} us, launch "
-                        "{:.1f} us\n",
-                        a.trace->meta.source_path, Plural(hta["gpu_ops"].get<size_t>(), "GPU op"),
-                        Plural(hta["api_calls"].get<size_t>(), "API call"), hta["weight_us"]["gpu"].get<double>(),
-                        hta["weight_us"]["comm"].get<double>(), hta["weight_us"]["cpu"].get<double>(),
-                        hta["weight_us"]["launch"].get<double>());
+    r.hta = fmt::format(
+        "{}\n  HTA-weighted path  {}, {}; weights: GPU {:.1f} us, comm {:.1f} us, CPU {:.1f} us, launch "
+        "{:.1f} us\n",
+        a.trace->meta.source_path, Plural(hta["gpu_ops"].get<size_t>(), "GPU op"),
+        Plural(hta["api_calls"].get<size_t>(), "API call"), hta["weight_us"]["gpu"].get<double>(),
+        hta["weight_us"]["comm"].get<double>(), hta["weight_us"]["cpu"].get<double>(),
+        hta["weight_us"]["launch"].get<double>());
     r.part.json["hta_critical_path"] = std::move(hta);
   }
   return r;
@@ -177,10 +185,17 @@ TraceReport ReportOf(const analysis::TraceAnalysis& a, bool hta_path) {
 
 nlohmann::json ReportToJson(const TraceReport& r) {
   std::vector<uint64_t> diagnostics;
-  for (size_t d = 0; d < static_cast<size_t>(Diag::kCount); ++d) diagnostics.push_back(r.part.diagnostics.Count(Diag(d)));
-  return {{"json", r.part.json},     {"iterations", r.part.iterations}, {"measured", r.part.measured_ns},
-          {"replayed", r.part.replayed_ns}, {"nodes", r.part.nodes},    {"edges", r.part.edges},
-          {"diagnostics", diagnostics}, {"summary", r.summary},         {"hta", r.hta}};
+  for (size_t d = 0; d < static_cast<size_t>(Diag::kCount); ++d)
+    diagnostics.push_back(r.part.diagnostics.Count(Diag(d)));
+  return {{"json", r.part.json},
+          {"iterations", r.part.iterations},
+          {"measured", r.part.measured_ns},
+          {"replayed", r.part.replayed_ns},
+          {"nodes", r.part.nodes},
+          {"edges", r.part.edges},
+          {"diagnostics", diagnostics},
+          {"summary", r.summary},
+          {"hta", r.hta}};
 }
 
 TraceReport ReportFromJson(nlohmann::json j) {
@@ -192,7 +207,8 @@ TraceReport ReportFromJson(nlohmann::json j) {
   r.part.nodes = j["nodes"];
   r.part.edges = j["edges"];
   const auto counts = j["diagnostics"].get<std::vector<uint64_t>>();
-  for (size_t d = 0; d < counts.size() && d < static_cast<size_t>(Diag::kCount); ++d) r.part.diagnostics.Add(Diag(d), counts[d]);
+  for (size_t d = 0; d < counts.size() && d < static_cast<size_t>(Diag::kCount); ++d)
+    r.part.diagnostics.Add(Diag(d), counts[d]);
   r.summary = j["summary"];
   r.hta = j["hta"];
   return r;
@@ -235,12 +251,13 @@ Result<std::vector<analysis::TraceAnalysis>> ReadShare(const AnalyzeArgs& args, 
     for (size_t i : x->Mine(sources.size())) share.push_back(std::move(sources[i]));
     return AnalyzeSources("analyze", std::move(share), options);
   }();
-  const std::vector<std::string> errors =
-      x->AllGather(mine.ok() ? "" : nlohmann::json{static_cast<int>(mine.status().code()), mine.status().message()}.dump());
+  const std::vector<std::string> errors = x->AllGather(
+      mine.ok() ? "" : nlohmann::json{static_cast<int>(mine.status().code()), mine.status().message()}.dump());
   for (size_t q = 0; q < errors.size(); ++q) {
     if (errors[q].empty()) continue;
     const auto e = nlohmann::json::parse(errors[q]);
-    return Status(static_cast<StatusCode>(e[0].get<int>()), fmt::format("{} (in MPI process {})", e[1].get<std::string>(), q));
+    return Status(static_cast<StatusCode>(e[0].get<int>()),
+                  fmt::format("{} (in MPI process {})", e[1].get<std::string>(), q));
   }
   return mine;
 }

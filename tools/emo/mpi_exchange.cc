@@ -49,7 +49,9 @@ class MpiExchange final : public analysis::JobExchange {
     std::string all(total, '\0');
     MPI_Allgatherv(mine.data(), n, MPI_CHAR, all.data(), sizes.data(), offsets.data(), MPI_CHAR, MPI_COMM_WORLD);
     std::vector<std::string> out;
-    for (size_t q = 0; q < size_; ++q) out.push_back(all.substr(static_cast<size_t>(offsets[q]), static_cast<size_t>(sizes[q])));
+    for (size_t q = 0; q < size_; ++q) {
+      out.push_back(all.substr(static_cast<size_t>(offsets[q]), static_cast<size_t>(sizes[q])));
+    }
     return out;
   }
 
