@@ -145,12 +145,6 @@ JointSchedule JointReplay(const JobAnalysis& job, std::span<const TraceAnalysis*
 
 namespace {
 
-// One rank's steady iteration on a joint schedule, as the job's processes share it.
-struct RankSteady {
-  int64_t rank;
-  TimeNs steady;
-};
-
 // What the process of a rank found walking its part of the joint critical path: the segment,
 // and where the walk goes on (a member's op on its own rank), or that it ended.
 struct PathStep {
@@ -210,25 +204,16 @@ JointCriticalPath FindJointCriticalPath(const JobAnalysis& job, std::span<const 
   for (const RankWait& w : job.ranks) rank_to_job[w.rank] = w.trace_to_job_ns;
   // Every rank's steady iteration, in input order: the walk starts at the slowest.
   const std::vector<TimeNs> local = JointSteadyTimes(analyses, s);
-  std::vector<RankSteady> steady;
-  for (size_t i = 0; i < analyses.size(); ++i) steady.push_back({analyses[i]->trace->meta.rank, local[i]});
-  if (exchange != nullptr) {
-    nlohmann::json mine = nlohmann::json::array();
-    for (const RankSteady& r : steady) mine.push_back({r.rank, r.steady});
-    std::vector<std::vector<RankSteady>> all;
-    for (const std::string& text : exchange->AllGather(mine.dump())) {
-      all.emplace_back();
-      for (const auto& r : nlohmann::json::parse(text)) all.back().push_back({r[0].get<int64_t>(), r[1].get<TimeNs>()});
-    }
-    steady = JobExchange::Interleave(std::move(all));
-  }
+  std::vector<std::pair<int64_t, TimeNs>> mine;  // (rank, steady)
+  for (size_t i = 0; i < analyses.size(); ++i) mine.emplace_back(analyses[i]->trace->meta.rank, local[i]);
+  const std::vector<std::pair<int64_t, TimeNs>> steady = GatherInOrder(exchange, std::move(mine));
   if (steady.empty()) return p;
   size_t slowest = 0;
   for (size_t i = 1; i < steady.size(); ++i) {
-    if (steady[i].steady > steady[slowest].steady) slowest = i;
+    if (steady[i].second > steady[slowest].second) slowest = i;
   }
   // The walk, one segment per step, each made where its rank is.
-  int64_t rank = steady[slowest].rank;
+  int64_t rank = steady[slowest].first;
   uint32_t op = UINT32_MAX;  // the first step starts at the steady iteration's sink
   TimeNs until = 0;
   for (size_t guard = 0; guard <= job.collectives.size() + 1; ++guard) {
@@ -443,13 +428,7 @@ nlohmann::json JointReplayJson(const JobAnalysis& job, std::span<const TraceAnal
     rows.push_back({a.trace->meta.rank, a.measured_ns(), a.replayed_ns(), identity_ns[i], a.timeline_ns(),
                     corrected_ns[i]});
   }
-  if (exchange != nullptr) {
-    std::vector<std::vector<Row>> all;
-    for (const std::string& text : exchange->AllGather(nlohmann::json(rows).dump())) {
-      all.push_back(nlohmann::json::parse(text).get<std::vector<Row>>());
-    }
-    rows = JobExchange::Interleave(std::move(all));
-  }
+  rows = GatherInOrder(exchange, std::move(rows));
   auto error = [](TimeNs replayed, TimeNs measured) {
     return measured > 0 ? 100.0 * std::abs(static_cast<double>(replayed - measured)) / static_cast<double>(measured) : 0.0;
   };

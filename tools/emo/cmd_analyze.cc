@@ -214,20 +214,6 @@ TraceReport ReportFromJson(nlohmann::json j) {
   return r;
 }
 
-// Each process's list, gathered in input order (the list itself without an exchange).
-template <typename T, typename ToJson, typename FromJson>
-std::vector<T> GatherAll(analysis::JobExchange* x, std::vector<T> mine, ToJson to_json, FromJson from_json) {
-  if (x == nullptr) return mine;
-  nlohmann::json list = nlohmann::json::array();
-  for (const T& item : mine) list.push_back(to_json(item));
-  std::vector<std::vector<T>> all;
-  for (const std::string& text : x->AllGather(list.dump())) {
-    all.emplace_back();
-    for (auto& item : nlohmann::json::parse(text)) all.back().push_back(from_json(std::move(item)));
-  }
-  return analysis::JobExchange::Interleave(std::move(all));
-}
-
 // Several ranks of one job: their collectives matched across ranks (nullopt: not a job).
 Result<std::optional<analysis::JobAnalysis>> JobOf(const std::vector<analysis::RankInput>& inputs) {
   if (inputs.size() < 2) return std::optional<analysis::JobAnalysis>();
@@ -286,7 +272,7 @@ int RunAnalyze(const AnalyzeArgs& args) {
   std::vector<analysis::TraceAnalysis> all = std::move(read).value();
   std::vector<analysis::RankInput> mine;
   for (const auto& a : all) mine.push_back(analysis::RankInputOf(a));
-  const std::vector<analysis::RankInput> inputs = GatherAll(
+  const std::vector<analysis::RankInput> inputs = analysis::GatherInOrder(
       x, std::move(mine), analysis::RankInputToJson, [](nlohmann::json j) { return analysis::RankInputFromJson(j); });
   auto job = JobOf(inputs);
   if (!job.ok()) return reports ? FailUsage("analyze", job.status()) : 2;
@@ -294,7 +280,7 @@ int RunAnalyze(const AnalyzeArgs& args) {
   if (*job) joint = analysis::JointReplayJson(**job, analysis::RanksOf(all), x);
   std::vector<TraceReport> local;
   for (const auto& a : all) local.push_back(ReportOf(a, args.hta_path));
-  std::vector<TraceReport> traces = GatherAll(x, std::move(local), ReportToJson, ReportFromJson);
+  std::vector<TraceReport> traces = analysis::GatherInOrder(x, std::move(local), ReportToJson, ReportFromJson);
   if (!reports) return 0;
   const bool json_to_stdout = args.json == "-";
   if (!json_to_stdout) {

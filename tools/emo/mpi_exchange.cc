@@ -4,7 +4,6 @@
 #include <mpi.h>
 
 #include <limits>
-#include <numeric>
 #include <stdexcept>
 #endif
 

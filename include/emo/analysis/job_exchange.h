@@ -14,6 +14,8 @@
 #include <string>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 namespace emo::analysis {
 
 class JobExchange {
@@ -48,5 +50,27 @@ class JobExchange {
     }
   }
 };
+
+// Every process's list (`mine`, in its Mine() order), all of them in input order; `mine` itself
+// without an exchange. Items travel as JSON (`to_json(item)`, `from_json(json)`).
+template <typename T, typename ToJson, typename FromJson>
+std::vector<T> GatherInOrder(JobExchange* x, std::vector<T> mine, ToJson to_json, FromJson from_json) {
+  if (x == nullptr) return mine;
+  nlohmann::json list = nlohmann::json::array();
+  for (const T& item : mine) list.push_back(to_json(item));
+  std::vector<std::vector<T>> all;
+  for (const std::string& text : x->AllGather(list.dump())) {
+    all.emplace_back();
+    for (auto& item : nlohmann::json::parse(text)) all.back().push_back(from_json(std::move(item)));
+  }
+  return JobExchange::Interleave(std::move(all));
+}
+// The same for items nlohmann converts itself.
+template <typename T>
+std::vector<T> GatherInOrder(JobExchange* x, std::vector<T> mine) {
+  return GatherInOrder(
+      x, std::move(mine), [](const T& item) { return nlohmann::json(item); },
+      [](const nlohmann::json& j) { return j.get<T>(); });
+}
 
 }  // namespace emo::analysis
