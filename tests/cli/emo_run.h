@@ -23,14 +23,10 @@ struct EmoRun {
   std::string out;  // stdout and stderr together
 };
 
-// Runs `emo ARGS` (in `dir` when given, so relative paths work as a user types them).
-// `timeout` (coreutils) ends a run that hangs, so a regression fails the test (exit code 124)
-// instead of stalling the suite; no test asserts on wall time.
-inline EmoRun Emo(const std::string& args, const std::string& dir = "") {
+// Runs a shell command: its exit code and its stdout and stderr together.
+inline EmoRun RunShell(const std::string& cmd) {
   EmoRun r;
-  const std::string cmd = (dir.empty() ? std::string() : "cd '" + dir + "' && ") + "timeout 600 '" +
-                          std::string(EMO_BINARY) + "' " + args + " 2>&1";
-  FILE* p = popen(cmd.c_str(), "r");
+  FILE* p = popen((cmd + " 2>&1").c_str(), "r");
   if (p == nullptr) return r;
   std::array<char, 4096> buf;
   size_t n;
@@ -38,6 +34,14 @@ inline EmoRun Emo(const std::string& args, const std::string& dir = "") {
   const int status = pclose(p);
   r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
   return r;
+}
+
+// Runs `emo ARGS` (in `dir` when given, so relative paths work as a user types them).
+// `timeout` (coreutils) ends a run that hangs, so a regression fails the test (exit code 124)
+// instead of stalling the suite; no test asserts on wall time.
+inline EmoRun Emo(const std::string& args, const std::string& dir = "") {
+  return RunShell((dir.empty() ? std::string() : "cd '" + dir + "' && ") + "timeout 600 '" + std::string(EMO_BINARY) +
+                  "' " + args);
 }
 
 // A path in the temporary folder for this test's files.

@@ -12,20 +12,8 @@ namespace {
 
 using emo::testing::Emo;
 using emo::testing::ReadText;
+using emo::testing::RunShell;
 using emo::testing::TempPath;
-
-// Runs a shell command: exit code and its stdout and stderr together.
-emo::testing::EmoRun Shell(const std::string& cmd) {
-  emo::testing::EmoRun r;
-  FILE* p = popen((cmd + " 2>&1").c_str(), "r");
-  if (p == nullptr) return r;
-  char buf[4096];
-  size_t n;
-  while ((n = fread(buf, 1, sizeof buf, p)) > 0) r.out.append(buf, n);
-  const int status = pclose(p);
-  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  return r;
-}
 
 // mpirun on this one machine: as root too (CI containers), more processes than cores, shared
 // memory without cross-memory attach (not allowed in every container); Open MPI's own
@@ -55,7 +43,7 @@ void ExpectSameAsOneProcess(const std::string& traces, int np) {
   const std::string one = TempPath("one.json"), many = TempPath("many.json");
   const auto threaded = Emo("analyze " + traces + " --json " + one);
   ASSERT_EQ(threaded.exit_code, 0) << threaded.out;
-  const auto mpi = Shell(Mpirun(np, traces + " --json " + many));
+  const auto mpi = RunShell(Mpirun(np, traces + " --json " + many));
   ASSERT_EQ(mpi.exit_code, 0) << mpi.out;
   const std::string a = ReadText(one), b = ReadText(many);
   ASSERT_NE(a.find("\"joint_replay\""), std::string::npos) << "not analysed as a job";
@@ -80,7 +68,7 @@ TEST(MpiCliTest, ATraceThatFailsInOneProcessFailsTheJobOnce) {
   EMO_REQUIRE_SHARED();
   const std::string bad = TempPath("broken.json");
   std::ofstream(bad) << "{\"traceEvents\": [";
-  const auto r = Shell(Mpirun(2, SharedPath("traces/h200/ddp_gpt_rank0.json.gz") + " " + bad));
+  const auto r = RunShell(Mpirun(2, SharedPath("traces/h200/ddp_gpt_rank0.json.gz") + " " + bad));
   EXPECT_NE(r.exit_code, 0);
   size_t said = 0;
   for (size_t at = r.out.find("emo analyze: parse error: " + bad); at != std::string::npos;
