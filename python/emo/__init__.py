@@ -1,0 +1,114 @@
+"""EMO from Python: the emo command line's analyses as functions returning its JSON as dicts.
+
+    import emo
+    a = emo.analyze("trace.json.gz")                      # emo analyze trace.json.gz --json F
+    a["iteration_time_us"]["corrected"]
+    w = emo.whatif("trace.json.gz", scale=["aten::mm=0.5"])
+    p = emo.optimize("trace.json.gz", device="h200", max_slowdown=0.05)
+
+Each function runs the same code as the `emo` binary, in this process (the native module
+emo._emo, with the GIL released), and returns exactly the JSON the command writes with
+`--json`. Keyword arguments are the command's flags: `max_slowdown=0.05` is
+`--max-slowdown=0.05`, `True` a flag alone, `False`/`None` leaves it out, a list or tuple repeats it. A failure
+raises EmoError with emo's own message (the file and the event it names).
+"""
+import json
+import os
+import tempfile
+from typing import Iterable, NamedTuple, Union
+
+from . import _emo
+
+__all__ = ["EmoError", "Completed", "cli", "analyze", "whatif", "optimize"]
+__version__ = "0.1.0"
+
+PathLike = Union[str, os.PathLike]
+
+
+class EmoError(RuntimeError):
+    """An emo command failed: `exit_code` 1 (the input) or 2 (the arguments); the message is
+    what emo printed on stderr."""
+
+    def __init__(self, message: str, exit_code: int, stdout: str = "", stderr: str = ""):
+        super().__init__(message)
+        self.exit_code = exit_code
+        self.stdout = stdout
+        self.stderr = stderr
+
+
+class Completed(NamedTuple):
+    exit_code: int
+    stdout: str
+    stderr: str
+
+
+def cli(args: Iterable[str], check: bool = True) -> Completed:
+    """Runs `emo ARGS...` in this process and returns what it printed. `trace`, `monitor` and
+    `run` start programs and are refused here: run the emo binary for them. With `check`, a
+    non-zero exit raises EmoError."""
+    args = [os.fspath(a) if isinstance(a, os.PathLike) else str(a) for a in args]
+    code, out, err = _emo.run(args)
+    if check and code != 0:
+        message = _message(err) or f"emo {' '.join(args[:1])}: exit code {code}"
+        raise EmoError(message, code, out, err)
+    return Completed(code, out, err)
+
+
+def _message(stderr: str) -> str:
+    """emo's error lines, without its progress lines ("emo analyze: reading F ...")."""
+    lines = [l for l in stderr.splitlines() if l.strip() and not l.rstrip().endswith("...")]
+    return "\n".join(lines)
+
+
+def flags(options: dict) -> list:
+    """Keyword arguments as emo's flags (see the module's doc)."""
+    out = []
+    for key, value in options.items():
+        name = "--" + key.replace("_", "-")
+        if value is None or value is False:
+            continue
+        if value is True:
+            out.append(name)
+        elif isinstance(value, (list, tuple)):
+            out += [f"{name}={_text(v)}" for v in value]
+        else:
+            out.append(f"{name}={_text(value)}")
+    return out
+
+
+def _text(value) -> str:
+    return os.fspath(value) if isinstance(value, os.PathLike) else str(value)
+
+
+def _paths(paths) -> list:
+    if isinstance(paths, (str, os.PathLike)):
+        return [os.fspath(paths)]
+    return [os.fspath(p) for p in paths]
+
+
+def _json_command(command: str, paths, options: dict) -> dict:
+    if "json" in options:
+        raise TypeError(f"emo.{command}: the result is returned; json= is not an option here")
+    with tempfile.TemporaryDirectory(prefix="emo_py_") as folder:
+        result = os.path.join(folder, "result.json")
+        cli([command, *_paths(paths), *flags(options), "--json", result])
+        with open(result) as f:
+            return json.load(f)
+
+
+def analyze(paths: Union[PathLike, Iterable[PathLike]], **options) -> dict:
+    """`emo analyze PATHS... --json`: replay, critical path, slack, overhead correction; for
+    several rank traces, the job jointly. Returns the JSON as a dict."""
+    return _json_command("analyze", paths, options)
+
+
+def whatif(paths: Union[PathLike, Iterable[PathLike]], **options) -> dict:
+    """`emo whatif PATHS... --json`: the iteration with ops scaled (scale=["REGEX=FACTOR"]),
+    a rank slowed (slow_rank="R=F"), ..."""
+    return _json_command("whatif", paths, options)
+
+
+def optimize(paths: Union[PathLike, Iterable[PathLike]], **options) -> dict:
+    """`emo optimize PATHS... --json`: the plan of SM clocks per pack within a slowdown target
+    (device="h200", max_slowdown=0.05, policy="p.json", ...)."""
+    return _json_command("optimize", paths, options)
