@@ -6,6 +6,8 @@ packages=(
   libsimdjson-dev nlohmann-json3-dev libcli11-dev libfmt-dev zlib1g-dev libdeflate-dev libsqlite3-dev
   coinor-libcbc-dev libeigen3-dev libgtest-dev libgmock-dev libbenchmark-dev pybind11-dev
   libopenmpi-dev openmpi-bin
+  python3-dev python3-pytest python3-venv python3-pip python3-setuptools python3-wheel
+  chromium
 )
 missing=()
 for p in "${packages[@]}"; do

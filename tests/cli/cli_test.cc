@@ -291,7 +291,7 @@ TEST(CliTest, EveryCommandHasHelp) {
 // Every command and command group, as typed after `emo`.
 const std::vector<std::string> kCommands = {"analyze",         "whatif",    "optimize",       "calibrate-overhead",
                                             "devices",         "model fit", "model validate", "model calibrate",
-                                            "pipeline"};
+                                            "pipeline",        "report"};
 
 // A per-stage, per-clock table in Perseus' format (`stage,instruction,frequency,time,energy`):
 // `stages` stages, clocks 1000-1400 MHz; lower clocks are slower and cheaper. Returns its path.
@@ -331,7 +331,8 @@ std::vector<std::string> HelpOptionEntries(const std::string& help) {
 // Every option that takes a value shows its default in --help, as `=VALUE` after its type or as
 // "default" in its text; required options, outputs and flags have none to show.
 TEST(CliTest, HelpShowsEveryDefault) {
-  const std::vector<std::string> outputs = {"--json", "--perfetto", "--policy", "--frontier", "--out", "--update-device"};
+  const std::vector<std::string> outputs = {"--json",   "--perfetto", "--policy",       "--frontier",
+                                            "--report", "--out",      "--update-device"};
   size_t checked = 0;
   for (const auto& cmd : kCommands) {
     const EmoRun r = Emo(cmd + " --help");
@@ -507,7 +508,7 @@ TEST(CliTest, PipelineTimeLimitBoundsTheWholeSweep) {
   if (r.out.find("without COIN-OR CBC") != std::string::npos) GTEST_SKIP() << "built without CBC";
   ASSERT_EQ(r.exit_code, 0) << r.out;
   EXPECT_NE(r.out.find("PARTIAL"), std::string::npos) << r.out;
-  EXPECT_TRUE(std::regex_search(r.out, std::regex("exact frontier: 1 of [0-9]+ deadlines solved"))) << r.out;
+  EXPECT_TRUE(std::regex_search(r.out, std::regex("ran out after 1 of [0-9]+ deadlines"))) << r.out;
   std::ifstream in(json);
   const auto j = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
   ASSERT_TRUE(j.is_object()) << r.out;
@@ -520,6 +521,31 @@ TEST(CliTest, PipelineTimeLimitBoundsTheWholeSweep) {
   EXPECT_TRUE(j["target"].contains("energy_j")) << j.dump(1);
   std::filesystem::remove(json);
   std::filesystem::remove(profile);
+}
+
+// Progress goes to a terminal only: one line rewritten in place ("\r", cleared to its end), gone
+// when the work ends; nothing when stderr is a file or a pipe, or with --quiet. `script` (util-linux)
+// gives the command a terminal.
+TEST(CliTest, ProgressIsShownOnATerminalOnly) {
+  const std::string sample = std::string(EMO_SOURCE_DIR) + "/examples/gpt_train_h200.json.gz";
+  const std::string analyze = "'" + std::string(EMO_BINARY) + "' analyze '" + sample + "'";
+  const EmoRun tty = emo::testing::RunShell("script -qec \"" + analyze + " >/dev/null\" /dev/null");
+  ASSERT_EQ(tty.exit_code, 0) << tty.out;
+  EXPECT_NE(tty.out.find("\remo analyze: reading " + sample + " ... "), std::string::npos) << tty.out;
+  EXPECT_NE(tty.out.find(" s\x1b[K"), std::string::npos) << tty.out;
+  EXPECT_TRUE(tty.out.ends_with("\r\x1b[K")) << tty.out;  // cleared at the end
+  for (const char* quiet : {"--quiet", "-q"}) {
+    const EmoRun q = emo::testing::RunShell("script -qec \"" + analyze + " " + quiet + " >/dev/null\" /dev/null");
+    EXPECT_EQ(q.exit_code, 0) << q.out;
+    EXPECT_EQ(q.out, "") << quiet;
+  }
+  const EmoRun piped = emo::testing::RunShell(analyze + " >/dev/null");
+  EXPECT_EQ(piped.exit_code, 0);
+  EXPECT_EQ(piped.out, "");
+  // A failure on a terminal starts its message on a line of its own.
+  const EmoRun bad = emo::testing::RunShell("script -qec \"'" + std::string(EMO_BINARY) + "' analyze /dev/null\" /dev/null");
+  EXPECT_NE(bad.exit_code, 0);
+  EXPECT_NE(bad.out.find("\r\x1b[Kemo analyze: "), std::string::npos) << bad.out;
 }
 
 // A count and its noun agree: "1 stage", "1 microbatch", "1 iteration", "1 pack", "1 switch".

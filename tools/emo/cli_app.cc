@@ -3,6 +3,7 @@
 
 #include "cli_util.h"
 #include "commands.h"
+#include "progress.h"
 
 namespace emo::cli {
 namespace {
@@ -14,6 +15,7 @@ constexpr CommandSpec kCommands[] = {
     {"devices", SetupDevices},
     {"model", SetupModel},
     {"optimize", SetupOptimize},
+    {"report", SetupReport},
     {"pipeline", SetupPipeline},
     {"trace", SetupTrace},
     {"monitor", SetupMonitor},
@@ -32,6 +34,11 @@ int RunEmo(const std::vector<std::string>& args) {
   // Every option shows its default in --help (subcommands copy these option defaults); flags
   // whose default is a sentinel clear it and say the default in their text.
   app.option_defaults()->always_capture_default();
+  // --quiet anywhere on the line (commands pass options they do not know to here).
+  SetQuiet(false);
+  app.add_flag_callback("-q,--quiet", [] { SetQuiet(true); },
+                        "No progress on stderr (it is shown only when stderr is a terminal)");
+  app.fallthrough();
   int exit_code = 0;
   for (const auto& command : kCommands) command.setup(app, exit_code);
   std::vector<std::string> words{"emo"};

@@ -20,6 +20,7 @@
 #include "emo/base/file.h"
 #include "emo/trace/reader.h"
 #include "emo/model/device.h"
+#include "progress.h"
 
 namespace emo::cli {
 
@@ -180,6 +181,7 @@ void RefuseTwoOnStdout(CLI::App* cmd, std::vector<std::string> outputs) {
 }
 
 int Fail(const char* command, const Status& status) {
+  if (ProgressShown()) fmt::print(stderr, "\r\x1b[K");  // off the progress line, if one is drawn
   fmt::print(stderr, "emo {}: {}\n", command, status.ToString());
   return 1;
 }
@@ -199,14 +201,17 @@ Result<std::vector<analysis::TraceAnalysis>> AnalyzeSources(const char* command,
                                                             const analysis::AnalyzeOptions& options) {
   std::vector<std::optional<Result<analysis::TraceAnalysis>>> done(sources.size());
   std::atomic<size_t> next{0};
-  std::mutex say;
+  std::atomic<size_t> finished{0};
+  Progress progress;
+  progress.Say(sources.size() == 1 ? fmt::format("emo {}: reading {}", command, sources[0].name)
+                                   : fmt::format("emo {}: reading {} traces", command, sources.size()));
   auto work = [&] {
     for (size_t i = next++; i < sources.size(); i = next++) {
-      {
-        std::lock_guard<std::mutex> lock(say);
-        fmt::print(stderr, "emo {}: reading {} ...\n", command, sources[i].name);
-      }
+      const std::string name = sources[i].name;
       done[i].emplace(analysis::AnalyzeTrace(std::move(sources[i]), options));
+      if (sources.size() > 1) {
+        progress.Say(fmt::format("emo {}: read {} of {} traces (last: {})", command, ++finished, sources.size(), name));
+      }
     }
   };
   const size_t threads = std::min<size_t>({sources.size(), 8, std::max(1u, std::thread::hardware_concurrency())});

@@ -9,6 +9,7 @@
 
 #include "cli_util.h"
 #include "commands.h"
+#include "progress.h"
 #include "emo/analysis/analyze.h"
 #include "emo/analysis/overhead.h"
 #include "emo/base/file.h"
@@ -39,11 +40,15 @@ int RunCalibrate(const CalibrateArgs& args) {
   options.iteration_regex = args.iteration;
   options.overhead.mode = analysis::OverheadOptions::Mode::kOff;  // fit on the traced durations
   std::vector<analysis::TraceAnalysis> all;
-  for (const auto& p : args.traces) {
-    fmt::print(stderr, "emo calibrate-overhead: reading {} ...\n", p);
-    auto a = analysis::AnalyzeTrace(p, options);
-    if (!a.ok()) return Fail("calibrate-overhead", a.status());
-    all.push_back(std::move(a).value());
+  {
+    Progress progress;
+    for (const auto& p : args.traces) {
+      progress.Say(fmt::format("emo calibrate-overhead: reading {} of {} traces ({})", all.size() + 1,
+                               args.traces.size(), p));
+      auto a = analysis::AnalyzeTrace(p, options);
+      if (!a.ok()) return Fail("calibrate-overhead", a.status());
+      all.push_back(std::move(a).value());
+    }
   }
   analysis::OverheadCalibration cal;
   if (!args.reference_from.empty()) {

@@ -12,6 +12,7 @@
 
 #include "cli_util.h"
 #include "commands.h"
+#include "progress.h"
 #include "emo/base/file.h"
 #include "emo/base/text.h"
 #include "emo/model/device.h"
@@ -350,9 +351,11 @@ int RunCalibrate(const CalibrateArgs& args) {
   }
   std::vector<model::EnergySample> samples;
   json per_trace = json::array();
+  Progress progress;
   for (const std::string& path : args.traces) {
     const std::string name = TraceStem(path);
-    fmt::print(stderr, "reading {} ...\n", path);
+    progress.Say(fmt::format("emo model calibrate: reading {} of {} traces ({})", per_trace.size() + 1,
+                             args.traces.size(), path));
     Result<trace::Trace> t = trace::ReadTrace(path);
     if (!t.ok()) return Fail("model calibrate", t.status());
     // The measurement: the workload's entry in --measured, else what an EMO trace measured in

@@ -8,6 +8,7 @@
 
 #include "cli_util.h"
 #include "commands.h"
+#include "progress.h"
 #include "emo/analysis/analyze.h"
 #include "emo/analysis/job.h"
 #include "emo/base/file.h"
@@ -16,6 +17,7 @@
 #include "emo/opt/job_plan.h"
 #include "emo/opt/trace_plan.h"
 #include "emo/policy/policy.h"
+#include "emo/report/html_report.h"
 #include "emo/report/plan_report.h"
 #include "emo/trace/trace.h"
 
@@ -31,7 +33,7 @@ struct OptimizeArgs {
   double min_pack_ms = 0;        // 0: 20 switch latencies (below)
   double switch_latency_us = -1;  // -1: the device file's
   std::string solver = "auto";
-  std::string policy, frontier, json, iteration;
+  std::string policy, frontier, json, report, iteration;
   bool allow_device_mismatch = false;
   OverheadFlags overhead;
 };
@@ -98,24 +100,28 @@ int RunOptimize(const OptimizeArgs& args) {
     if (!j.ok()) return FailUsage("optimize", j.status());
     if (!j->collectives.empty()) job = std::move(j).value();
   }
-  auto progress = [&](size_t i, double target, bool with_peers) {
-    fmt::print(stderr, "emo optimize: planning {} ({} of {}{}) ...\n", analyses[i].trace->meta.source_path, i + 1,
-               analyses.size(),
-               with_peers ? fmt::format(", timed with its job's other ranks, target +{:.2f} %", 100.0 * target) : "");
-  };
   std::vector<opt::TracePlan> plans;
   std::optional<opt::JobPlan> job_plan;
-  if (job) {
-    auto jp = opt::PlanJob(*job, ranks, *device, plan_options, args.per_rank, progress);
-    if (!jp.ok()) return Fail("optimize", jp.status());
-    job_plan = std::move(jp).value();
-    plans = std::move(job_plan->plans);
-  } else {
-    for (size_t i = 0; i < analyses.size(); ++i) {
-      progress(i, args.max_slowdown, false);
-      auto plan = opt::PlanTrace(analyses[i], *device, plan_options);
-      if (!plan.ok()) return Fail("optimize", plan.status());
-      plans.push_back(std::move(plan).value());
+  {
+    Progress line;
+    auto progress = [&](size_t i, double target, bool with_peers) {
+      line.Say(fmt::format("emo optimize: planning {} ({} of {}{})", analyses[i].trace->meta.source_path, i + 1,
+                           analyses.size(),
+                           with_peers ? fmt::format(", timed with its job's other ranks, target +{:.2f} %", 100.0 * target)
+                                      : ""));
+    };
+    if (job) {
+      auto jp = opt::PlanJob(*job, ranks, *device, plan_options, args.per_rank, progress);
+      if (!jp.ok()) return Fail("optimize", jp.status());
+      job_plan = std::move(jp).value();
+      plans = std::move(job_plan->plans);
+    } else {
+      for (size_t i = 0; i < analyses.size(); ++i) {
+        progress(i, args.max_slowdown, false);
+        auto plan = opt::PlanTrace(analyses[i], *device, plan_options);
+        if (!plan.ok()) return Fail("optimize", plan.status());
+        plans.push_back(std::move(plan).value());
+      }
     }
   }
   std::vector<opt::PlannedTrace> planned;
@@ -131,6 +137,7 @@ int RunOptimize(const OptimizeArgs& args) {
   for (const auto& pt : planned) {
     if (text) fmt::print("{}", report::PlanText(pt));
     all.push_back(report::PlanToJson(pt));
+    if (!args.report.empty()) all.back()["report"] = report::ReportData(pt);
   }
   if (!args.policy.empty()) {
     Status st = WriteJson(args.policy, policy::PolicyJson(planned, job_plan ? &job_json : nullptr));
@@ -143,6 +150,13 @@ int RunOptimize(const OptimizeArgs& args) {
   if (text && job_plan) fmt::print("{}", report::JobPlanText(*job_plan, analyses.size(), job->collectives.size()));
   nlohmann::json out = all.size() == 1 ? all[0] : nlohmann::json{{"traces", all}};
   if (job_plan) out["job"] = std::move(job_json);
+  if (!args.report.empty()) {
+    auto page = report::ReportHtmlFromOptimizeJson(out);
+    if (!page.ok()) return Fail("optimize", page.status());
+    Status st = WriteFile(args.report, *page);
+    if (!st.ok()) return Fail("optimize", st);
+    if (text) fmt::print("wrote {} (the plan report: open it in a browser)\n", args.report);
+  }
   Status st = WriteJson(args.json, out);
   return st.ok() ? 0 : Fail("optimize", st);
 }
@@ -191,6 +205,11 @@ void SetupOptimize(CLI::App& app, int& exit_code) {
                 "Plan each rank of a job on its own (its collective kernels keep their measured waits); by\n"
                 "default the ranks of one job are each timed with the others held where the joint replay puts\n"
                 "them, so a rank's waits for its peers are slack, and every plan is checked jointly at once");
+  cmd->add_option("--report", args->report,
+                  "Write the plan report: one self-contained HTML page (per-GPU timeline of the steady iteration\n"
+                  "with packs coloured by planned clock, slack and the critical path; the time-energy frontier\n"
+                  "with the plan and every baseline; energy by kernel class; the summary table). With --json,\n"
+                  "the JSON also carries the page's data (\"report\"), for `emo report` to redraw it");
   cmd->add_option("--json", args->json, "Write the JSON result to FILE ('-' = stdout)");
   RefuseTwoOnStdout(cmd, {"--json", "--policy", "--frontier"});
   cmd->callback([args, &exit_code] { exit_code = RunOptimize(*args); });

@@ -9,6 +9,7 @@
 
 #include "cli_util.h"
 #include "commands.h"
+#include "progress.h"
 #include "emo/base/file.h"
 #include "emo/base/text.h"
 #include "emo/opt/pipeline.h"
@@ -83,17 +84,15 @@ int RunPipeline(const PipelineFlags& flags) {
   if (po.frontier_step_ns == 0) po.frontier_step_ns = spec.time_unit_ns;
   po.time_limit_s = flags.time_limit_s;
   po.keep_plans = false;
-  // Progress of a long exact sweep on stderr: the first deadline, then every few seconds.
-  const auto t0 = std::chrono::steady_clock::now();
-  auto last = t0;
-  po.progress = [&](size_t done, size_t total) {
-    const auto now = std::chrono::steady_clock::now();
-    if (done > 1 && done < total && now - last < std::chrono::seconds(3)) return;
-    last = now;
-    fmt::print(stderr, "emo pipeline: exact frontier: {} of {} solved, {:.1f} s of the {:g} s limit\n", done,
-               Plural(total, "deadline"), std::chrono::duration<double>(now - t0).count(), flags.time_limit_s);
-  };
-  auto plan = opt::PlanPipeline(*pipeline, po);
+  // Progress of a long exact sweep (on a terminal).
+  auto plan = [&] {
+    Progress progress;
+    po.progress = [&](size_t done, size_t total) {
+      progress.Say(fmt::format("emo pipeline: exact frontier: {} of {} solved (limit {:g} s)", done,
+                               Plural(total, "deadline"), flags.time_limit_s));
+    };
+    return opt::PlanPipeline(*pipeline, po);
+  }();
   if (!plan.ok()) return Fail(kCmd, plan.status());
 
   const auto& f = plan->frontier;

@@ -24,5 +24,6 @@ void SetupOptimize(CLI::App& app, int& exit_code);
 void SetupTrace(CLI::App& app, int& exit_code);
 void SetupMonitor(CLI::App& app, int& exit_code);
 void SetupRun(CLI::App& app, int& exit_code);
+void SetupReport(CLI::App& app, int& exit_code);
 
 }  // namespace emo::cli
