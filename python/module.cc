@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "cli_app.h"
+#include "emo/runtime/energy_windows.h"
 
 namespace py = pybind11;
 
@@ -86,6 +87,30 @@ std::tuple<int, std::string, std::string> Run(const std::vector<std::string>& ar
   return {code, std::move(out_text), std::move(err_text)};
 }
 
+// A failed Status as the Python exception emo._emo.Error (python/emo/__init__.py turns it into
+// EmoError).
+void Check(const emo::Status& status) {
+  if (!status.ok()) throw std::runtime_error(status.message());
+}
+
+py::dict MeasurementDict(const emo::runtime::WindowMeasurement& m) {
+  py::dict energy, uncertainty, names;
+  for (const auto& g : m.gpus) {
+    energy[py::int_(g.index)] = g.energy_j;
+    uncertainty[py::int_(g.index)] = g.uncertainty_j;
+    names[py::int_(g.index)] = g.name;
+  }
+  py::dict d;
+  d["name"] = m.name;
+  d["time"] = m.time_s;
+  d["energy"] = energy;
+  d["uncertainty"] = uncertainty;
+  d["gpu_names"] = names;
+  d["total_energy"] = m.total_energy_j;
+  d["measurable"] = m.measurable;
+  return d;
+}
+
 }  // namespace
 
 PYBIND11_MODULE(_emo, m) {
@@ -93,4 +118,22 @@ PYBIND11_MODULE(_emo, m) {
   m.def("run", &Run, py::arg("args"), py::arg("capture") = true,
         "Runs `emo ARGS...` in this process with the GIL released; returns (exit code, stdout, "
         "stderr), the two texts empty when capture is false (printed as they come).");
+  using emo::runtime::EnergyWindows;
+  py::class_<EnergyWindows>(m, "EnergyWindows",
+                            "Time and energy windows per GPU on NVML's energy counter (emo.Monitor uses it).")
+      .def(py::init<>())
+      .def(
+          "open",
+          [](EnergyWindows& w, const std::vector<int>& indices, const std::string& nvml_path) {
+            Check(w.Open(indices, nvml_path));
+          },
+          py::arg("indices"), py::arg("nvml_path") = "")
+      .def("indices", &EnergyWindows::indices)
+      .def("begin", [](EnergyWindows& w, const std::string& name) { Check(w.Begin(name)); })
+      .def("end", [](EnergyWindows& w, const std::string& name) {
+        auto r = w.End(name);
+        Check(r.status());
+        return MeasurementDict(*r);
+      });
+  m.attr("ENERGY_COUNTER_PERIOD_S") = emo::runtime::kEnergyCounterPeriodS;
 }

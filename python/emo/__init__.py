@@ -19,7 +19,7 @@ from typing import Iterable, NamedTuple, Union
 
 from . import _emo
 
-__all__ = ["EmoError", "Completed", "cli", "analyze", "whatif", "optimize"]
+__all__ = ["EmoError", "Completed", "cli", "analyze", "whatif", "optimize", "Monitor", "Measurement"]
 __version__ = "0.1.0"
 
 PathLike = Union[str, os.PathLike]
@@ -112,3 +112,50 @@ def optimize(paths: Union[PathLike, Iterable[PathLike]], **options) -> dict:
     """`emo optimize PATHS... --json`: the plan of SM clocks per pack within a slowdown target
     (device="h200", max_slowdown=0.05, policy="p.json", ...)."""
     return _json_command("optimize", paths, options)
+
+
+class Measurement(NamedTuple):
+    """One window of Monitor: `time` in seconds; `energy` and `uncertainty` in joules per GPU
+    (NVML index); `total_energy` over the watched GPUs. The counter moves about every 100 ms, so
+    each GPU's uncertainty is two such periods of its mean power; `measurable` is False under 2 s,
+    where that is over 10 % of the window."""
+    name: str
+    time: float
+    energy: dict
+    uncertainty: dict
+    total_energy: float
+    measurable: bool
+    gpu_names: dict
+
+
+class Monitor:
+    """Time and energy windows per GPU, read from NVML's energy counter at each window's begin
+    and end (read functions only: nothing is changed on the GPU). Windows may nest and overlap;
+    each name is open once at a time.
+
+    gpu_indices: NVML indices to watch (default: every GPU). nvml_library: the NVML to load
+    (default: $EMO_NVML_LIBRARY, else libnvidia-ml.so.1)."""
+
+    def __init__(self, gpu_indices=None, nvml_library: str = ""):
+        self._windows = _emo.EnergyWindows()
+        try:
+            self._windows.open(list(gpu_indices or []), nvml_library or "")
+        except RuntimeError as e:
+            raise EmoError(f"emo.Monitor: {e}", 1) from None
+
+    @property
+    def gpu_indices(self) -> list:
+        return self._windows.indices()
+
+    def begin_window(self, name: str) -> None:
+        try:
+            self._windows.begin(name)
+        except RuntimeError as e:
+            raise EmoError(f"emo.Monitor: {e}", 1) from None
+
+    def end_window(self, name: str) -> Measurement:
+        try:
+            d = self._windows.end(name)
+        except RuntimeError as e:
+            raise EmoError(f"emo.Monitor: {e}", 1) from None
+        return Measurement(**d)

@@ -76,6 +76,7 @@ bool NvmlLibrary::Load(const std::string& path, bool control, std::string* error
   Lookup(l, "nvmlDeviceGetClockInfo", &clock_info_);
   Lookup(l, "nvmlDeviceGetSupportedMemoryClocks", &memory_clocks_);
   Lookup(l, "nvmlDeviceGetSupportedGraphicsClocks", &graphics_clocks_);
+  Lookup(l, "nvmlDeviceGetTotalEnergyConsumption", &total_energy_);
   if (control) {
     ok = ok && Lookup(l, "nvmlDeviceSetGpuLockedClocks", &set_locked_) &&
          Lookup(l, "nvmlDeviceResetGpuLockedClocks", &reset_locked_);
@@ -148,6 +149,33 @@ std::vector<std::string> NvmlLibrary::Names(std::string* error) const {
     names.emplace_back(text);
   }
   return names;
+}
+
+bool NvmlLibrary::ByIndex(unsigned index, Handle* handle, std::string* name, std::string* error) const {
+  if (handle_by_index_ == nullptr) {
+    *error = "NVML (" + path_ + ") lacks nvmlDeviceGetHandleByIndex_v2";
+    return false;
+  }
+  if (const int rc = handle_by_index_(index, handle); rc != kSuccess) {
+    *error = Describe(("nvmlDeviceGetHandleByIndex_v2(" + std::to_string(index) + ")").c_str(), rc);
+    return false;
+  }
+  char text[96] = {};
+  name->clear();
+  if (name_(*handle, text, sizeof(text)) == kSuccess) *name = text;
+  return true;
+}
+
+bool NvmlLibrary::EnergyMj(Handle handle, unsigned long long* mj, std::string* error) const {
+  if (total_energy_ == nullptr) {
+    *error = "NVML (" + path_ + ") lacks nvmlDeviceGetTotalEnergyConsumption";
+    return false;
+  }
+  if (const int rc = total_energy_(handle, mj); rc != kSuccess) {
+    *error = Describe("nvmlDeviceGetTotalEnergyConsumption", rc);
+    return false;
+  }
+  return true;
 }
 
 bool NvmlLibrary::Lock(Handle handle, unsigned mhz, std::string* error) const {

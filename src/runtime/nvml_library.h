@@ -1,5 +1,6 @@
-// NVML opened with dlopen for the actuators: the read functions that name a GPU and list its
-// clocks, and (only when asked for control) the two that lock and reset its SM clock. Symbols
+// NVML opened with dlopen for the actuators and the energy windows: the read functions that name
+// a GPU, list its clocks and read its energy counter, and (only when asked for control) the two
+// that lock and reset its SM clock. Symbols
 // are resolved versioned where NVML versions them (research/gpu-dvfs-and-nvml.md section 1.2).
 #pragma once
 
@@ -27,6 +28,11 @@ class NvmlLibrary {
             std::vector<unsigned>* supported_mhz, std::string* error) const;
   // The name of every GPU NVML sees, by NVML index; empty with `error` set when it cannot say.
   std::vector<std::string> Names(std::string* error) const;
+  // The device with NVML index `index` and its name.
+  bool ByIndex(unsigned index, Handle* handle, std::string* name, std::string* error) const;
+  // Its energy counter: millijoules since the driver loaded (nvmlDeviceGetTotalEnergyConsumption,
+  // Volta and later).
+  bool EnergyMj(Handle handle, unsigned long long* mj, std::string* error) const;
   bool Lock(Handle handle, unsigned mhz, std::string* error) const;
   bool Reset(Handle handle, std::string* error) const;
 
@@ -49,6 +55,7 @@ class NvmlLibrary {
   int (*clock_info_)(Handle, int, unsigned*) = nullptr;
   int (*memory_clocks_)(Handle, unsigned*, unsigned*) = nullptr;
   int (*graphics_clocks_)(Handle, unsigned, unsigned*, unsigned*) = nullptr;
+  int (*total_energy_)(Handle, unsigned long long*) = nullptr;
   int (*set_locked_)(Handle, unsigned, unsigned) = nullptr;
   int (*reset_locked_)(Handle) = nullptr;
 };

@@ -4,7 +4,9 @@
 // <args>"), and keeps each GPU's locked clock in $FAKE_NVML_STATE ("<pci> <MHz>" per line, 0 =
 // default) so that a test sees what a process left behind after it died.
 // $FAKE_NVML_NO_PERMISSION=1 makes lock and reset answer NVML_ERROR_NO_PERMISSION, as for a user
-// that is not root. Supported SM clocks: 345 to 1980 MHz in 15 MHz steps (an H200's grid) at the
+// that is not root. $FAKE_NVML_POWER_W=P makes each GPU's energy counter
+// (nvmlDeviceGetTotalEnergyConsumption) read P watts times the seconds since its first read
+// (not supported when unset). Supported SM clocks: 345 to 1980 MHz in 15 MHz steps (an H200's grid) at the
 // one memory clock, 2619 MHz.
 #include <fcntl.h>
 #include <sys/file.h>
@@ -22,6 +24,7 @@ namespace {
 
 constexpr int kSuccess = 0;
 constexpr int kInvalidArgument = 2;
+constexpr int kNotSupported = 3;
 constexpr int kNoPermission = 4;
 constexpr int kNotFound = 6;
 constexpr int kInsufficientSize = 7;
@@ -134,6 +137,7 @@ const char* nvmlErrorString(int code) {
   switch (code) {
     case kSuccess: return "Success";
     case kInvalidArgument: return "Invalid Argument";
+    case kNotSupported: return "Not Supported";
     case kNoPermission: return "Insufficient Permissions";
     case kNotFound: return "Not Found";
     default: return "Unknown Error";
@@ -167,6 +171,22 @@ int nvmlDeviceGetName(void* handle, char* name, unsigned length) {
   const Gpu* g = Of(handle);
   if (g == nullptr || name == nullptr) return kInvalidArgument;
   std::snprintf(name, length, "%s", g->name.c_str());
+  return kSuccess;
+}
+
+int nvmlDeviceGetTotalEnergyConsumption(void* handle, unsigned long long* mj) {
+  static const timespec loaded = [] {
+    timespec t{};
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return t;
+  }();
+  const char* power = std::getenv("FAKE_NVML_POWER_W");
+  if (power == nullptr || *power == '\0') return kNotSupported;
+  if (Of(handle) == nullptr || mj == nullptr) return kInvalidArgument;
+  timespec now{};
+  clock_gettime(CLOCK_MONOTONIC, &now);
+  const double s = static_cast<double>(now.tv_sec - loaded.tv_sec) + 1e-9 * static_cast<double>(now.tv_nsec - loaded.tv_nsec);
+  *mj = static_cast<unsigned long long>(std::atof(power) * s * 1000.0);
   return kSuccess;
 }
 
