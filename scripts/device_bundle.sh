@@ -5,6 +5,10 @@
 # emo finds lib/ through its RPATH ($ORIGIN/../lib), so nothing needs LD_LIBRARY_PATH (which the
 # traced programs would inherit).
 #
+# With the Python module built (EMO_HAVE_PYTHON): lib/libemo_py_core.so, include/pybind11 (Debian's
+# headers, a build input) and python/emo/ (the package without its native module, which
+# python/build_module.sh compiles there for that machine's Python).
+#
 #   bash scripts/device_bundle.sh [BUILD_DIR] [DEST]     (defaults: build/ci, build/device)
 set -euo pipefail
 build="${1:-build/ci}"
@@ -20,4 +24,14 @@ objcopy --strip-debug "$inject" "$dest/bin/libemo_inject.so"
 ldd "$build/tools/emo/emo" | awk '/=> \//{print $3}' |
   grep -v -E '/(libc|libm|libstdc\+\+|libgcc_s|ld-linux[^/]*|libpthread|libdl|librt)\.so' |
   while read -r lib; do cp -L "$lib" "$dest/lib/"; done
+if cmake --build "$build" --target emo_py_core 2>/dev/null; then
+  core="$(find "$build/python" -name libemo_py_core.so | head -1)"
+  objcopy --strip-debug "$core" "$dest/lib/libemo_py_core.so"
+  ldd "$core" | awk '/=> \//{print $3}' |
+    grep -v -E '/(libc|libm|libstdc\+\+|libgcc_s|ld-linux[^/]*|libpthread|libdl|librt)\.so' |
+    while read -r lib; do [[ -f "$dest/lib/${lib##*/}" ]] || cp -L "$lib" "$dest/lib/"; done
+  mkdir -p "$dest/include" "$dest/python/emo"
+  cp -r /usr/include/pybind11 "$dest/include/"
+  cp python/emo/*.py "$dest/python/emo/"
+fi
 du -sh "$dest" | awk '{print "device_bundle: " $1 " in '"$dest"'"}'

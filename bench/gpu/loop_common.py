@@ -15,6 +15,8 @@ training, the generated tokens copied to the host in decode), as user code does.
     reports the step-time medians of the un-profiled and the profiled steps separately;
   - with `--nvml-energy`, reads the NVML energy counter at the two synchronized boundaries
     (energy_check.py: getters only) and adds energy_per_step_j and window_s;
+  - with `--emo-monitor`, also measures the same region with EMO's Python package (emo.Monitor,
+    importable from PYTHONPATH; GPU = the NVML index --device) and adds emo_monitor_*;
   - prints ONE JSON line on stdout (everything else goes to stderr):
     {"workload", "median_step_ms", "steps", "timed_steps", ..., "step_ms": [every step, warm-up
     included, in order]}.
@@ -41,6 +43,8 @@ def add_args(ap, steps, warmup):
                     help="leave out CUDA sync events from the profiler trace (on by default, as in ../shared traces)")
     ap.add_argument("--nvml-energy", action="store_true",
                     help="measure NVML energy over the timed region (adds energy_per_step_j, window_s)")
+    ap.add_argument("--emo-monitor", action="store_true",
+                    help="measure the timed region with emo.Monitor too (adds emo_monitor_energy_per_step_j, ...)")
     ap.add_argument("--no-step-list", action="store_true", help="leave out step_ms (the list of every step)")
     ap.add_argument("--device", type=int, default=0, help="CUDA device index (default 0)")
     ap.add_argument("--seed", type=int, default=0)
@@ -115,6 +119,11 @@ def run(workload, args, step, extra=None):
         from energy_check import EnergyWindow, for_torch_device
         energy = EnergyWindow(for_torch_device(args.device))
 
+    monitor = None
+    if args.emo_monitor:
+        import emo
+        monitor = emo.Monitor(gpu_indices=[args.device])
+
     timed = args.steps - args.warmup
     prof, sync_events = (None, False)
     prof_step_s = 0.0
@@ -124,6 +133,8 @@ def run(workload, args, step, extra=None):
     torch.cuda.synchronize()
     if energy:
         energy.start()
+    if monitor:
+        monitor.begin_window("timed region")
     t_region = time.perf_counter()
     if prof:
         with prof:
@@ -138,6 +149,7 @@ def run(workload, args, step, extra=None):
             one()
     torch.cuda.synchronize()
     region_s = time.perf_counter() - t_region
+    m = monitor.end_window("timed region") if monitor else None
     e = energy.stop(timed) if energy else None
 
     timed_ms = step_ms[args.warmup:]
@@ -172,6 +184,9 @@ def run(workload, args, step, extra=None):
         })
     if e:
         out.update(e)
+    if m:
+        out.update({"emo_monitor_energy_per_step_j": m.energy[args.device] / timed, "emo_monitor_window_s": m.time,
+                    "emo_monitor_uncertainty_j": m.uncertainty[args.device], "emo_monitor_measurable": m.measurable})
     out.update({"device": torch.cuda.get_device_name(args.device), "torch": torch.__version__})
     if callable(extra):
         extra = extra()
