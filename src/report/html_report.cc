@@ -153,8 +153,28 @@ std::string Escape(std::string_view s) {
 }
 
 double Num(const json& j, const char* key, double otherwise = 0) {
+  if (!j.is_object()) return otherwise;
   auto it = j.find(key);
   return it != j.end() && it->is_number() ? it->get<double>() : otherwise;
+}
+
+// A field of a saved JSON read leniently: a missing field or one of another type gives `otherwise`
+// (the page is drawn from a file a user may have edited; it must not throw).
+std::string Str(const json& j, const char* key, const char* otherwise) {
+  if (!j.is_object()) return otherwise;
+  auto it = j.find(key);
+  return it != j.end() && it->is_string() ? it->get<std::string>() : otherwise;
+}
+bool Bool(const json& j, const char* key, bool otherwise) {
+  if (!j.is_object()) return otherwise;
+  auto it = j.find(key);
+  return it != j.end() && it->is_boolean() ? it->get<bool>() : otherwise;
+}
+const json& Obj(const json& j, const char* key) {
+  static const json kNone = json::object();
+  if (!j.is_object()) return kNone;
+  auto it = j.find(key);
+  return it != j.end() && it->is_object() ? *it : kNone;
 }
 
 // A clock's colour: blue at the device's lowest clock, through yellow, to red at its default.
@@ -189,7 +209,7 @@ std::string TimelineSvg(const json& r, size_t g) {
   const double plot = kWidth - kLeft - kRight;
   const double lane_y = 28, lane_h = 70, height = lane_y + lane_h + 40;
   auto x = [&](double t) { return kLeft + plot * std::clamp(t / span, 0.0, 1.0); };
-  const int device = gpu.value("device", 0);
+  const int device = static_cast<int>(Num(gpu, "device"));
   std::string s = fmt::format(
       "<svg class=\"timeline\" id=\"timeline-gpu{}\" width=\"{}\" height=\"{}\" viewBox=\"0 0 {} {}\" "
       "xmlns=\"http://www.w3.org/2000/svg\" font-size=\"11\">\n",
@@ -197,13 +217,13 @@ std::string TimelineSvg(const json& r, size_t g) {
   s += fmt::format("<text x=\"0\" y=\"{}\" font-weight=\"bold\">GPU {}</text>\n", lane_y + lane_h / 2, device);
   // Packs, coloured by their planned clock.
   for (const auto& p : r["packs"]) {
-    if (p.value("device", -1) != device) continue;
+    if (static_cast<int>(Num(p, "device", -1)) != device) continue;
     const double x0 = x(Num(p, "start_us")), x1 = x(Num(p, "end_us"));
     s += fmt::format(
         "<rect class=\"pack\" x=\"{:.1f}\" y=\"{}\" width=\"{:.1f}\" height=\"{}\" fill=\"{}\" fill-opacity=\"0.35\" "
         "stroke=\"#555\"><title>pack at {:.0f} MHz, {:.1f}-{:.1f} us, {} ops</title></rect>\n",
         x0, lane_y, std::max(0.5, x1 - x0), lane_h, ClockColor(Num(p, "clock_mhz"), lo, hi), Num(p, "clock_mhz"),
-        Num(p, "start_us"), Num(p, "end_us"), p.value("ops", 0));
+        Num(p, "start_us"), Num(p, "end_us"), Num(p, "ops"));
     s += fmt::format("<text x=\"{:.1f}\" y=\"{}\" fill=\"#333\">{:.0f} MHz</text>\n", x0 + 3, lane_y - 4,
                      Num(p, "clock_mhz"));
   }
@@ -280,8 +300,8 @@ std::string FrontierSvg(const json& plan) {
     mark(fmt::format("static {:.0f} MHz", Num(plan["static_best"], "clock_mhz")), plan["static_best"], "#7b3294");
   }
   if (plan.contains("baselines")) {
-    mark("pass-level", plan["baselines"].value("pass_level", json()), "#e66101");
-    mark("per-kernel, no slack", plan["baselines"].value("per_kernel_blind", json()), "#8c8c8c");
+    mark("pass-level", Obj(Obj(plan, "baselines"), "pass_level"), "#e66101");
+    mark("per-kernel, no slack", Obj(Obj(plan, "baselines"), "per_kernel_blind"), "#8c8c8c");
   }
   mark("EMO plan", plan["plan"], "#008837");
   double t_lo = std::numeric_limits<double>::infinity(), t_hi = -t_lo, e_lo = t_lo, e_hi = -t_lo;
@@ -386,27 +406,27 @@ std::string SummaryTable(const json& plan) {
     if (b.contains("pass_level")) row("pass-level (Perseus-style phases)", b["pass_level"]);
     if (b.contains("per_kernel_blind")) {
       row("per-kernel, no slack", b["per_kernel_blind"],
-          b["per_kernel_blind"].value("meets_target", true) ? "" : "misses the target");
+          Bool(b["per_kernel_blind"], "meets_target", true) ? "" : "misses the target");
     }
   }
   if (plan.contains("packings")) {
     for (const auto& [name, j] : plan["packings"].items()) row("packing: " + name, j);
   }
   const json& p = plan["plan"];
-  row("EMO plan", p, fmt::format("{} packs, {} switches per iteration", p.value("packs", 0), p.value("switches", 0)));
+  row("EMO plan", p, fmt::format("{:g} packs, {:g} switches per iteration", Num(p, "packs"), Num(p, "switches")));
   s += "</tbody></table>\n<table id=\"confidence\"><tbody>\n";
   auto range = [&](const json& j, const char* key, const char* unit) {
     if (!j.contains(key) || !j[key].is_array() || j[key].size() != 2) return std::string("-");
     return fmt::format("{:.2f} to {:.2f} {}", j[key][0].get<double>(), j[key][1].get<double>(), unit);
   };
-  s += "<tr><th>timeline confidence</th><td>" + Escape(plan.value("confidence", "?")) + ": " +
-       Escape(plan.value("confidence_note", "")) + "</td></tr>\n";
+  s += "<tr><th>timeline confidence</th><td>" + Escape(Str(plan, "confidence", "?")) + ": " +
+       Escape(Str(plan, "confidence_note", "")) + "</td></tr>\n";
   s += "<tr><th>timeline range</th><td>" + range(plan, "timeline_range_us", "us") + "</td></tr>\n";
   s += "<tr><th>plan's saving over that range</th><td>" + range(p, "saving_range_pct", "%") + "</td></tr>\n";
   s += "<tr><th>plan's slowdown over that range</th><td>" + range(p, "slowdown_range_pct", "%") + "</td></tr>\n";
   if (plan.contains("model")) {
-    s += "<tr><th>energies</th><td>" + Escape(plan["model"].value("note", "")) + " (device model " +
-         Escape(plan["model"].value("device", "")) + ")</td></tr>\n";
+    s += "<tr><th>energies</th><td>" + Escape(Str(plan["model"], "note", "")) + " (device model " +
+         Escape(Str(plan["model"], "device", "")) + ")</td></tr>\n";
   }
   return s + "</tbody></table>\n";
 }
@@ -425,10 +445,10 @@ p.note { font-size: 12px; color: #555; max-width: 1100px; }
 
 std::string PlanSection(const json& plan) {
   const json& r = plan["report"];
-  std::string s = fmt::format("<section class=\"plan\"><h2>{}{}</h2>\n", Escape(plan.value("trace", "trace")),
-                              plan.value("rank", -1) >= 0 ? fmt::format(" (rank {})", plan.value("rank", -1)) : "");
+  std::string s = fmt::format("<section class=\"plan\"><h2>{}{}</h2>\n", Escape(Str(plan, "trace", "trace")),
+                              Num(plan, "rank", -1) >= 0 ? fmt::format(" (rank {:g})", Num(plan, "rank", -1)) : "");
   s += fmt::format("<p class=\"note\">Steady iteration {} on the {} timeline.</p>\n",
-                   Escape(plan.value("steady_iteration", "?")), Escape(plan.value("timeline", "?")));
+                   Escape(Str(plan, "steady_iteration", "?")), Escape(Str(plan, "timeline", "?")));
   s += SummaryTable(plan);
   s += "<h3>The steady iteration, per GPU: packs coloured by planned clock, the critical path, slack</h3>\n";
   s += ClockLegend(r);
@@ -452,7 +472,7 @@ bool NumberArray(const json& j, size_t n) {
 
 // What the drawing reads, checked before it draws: a saved JSON may have been edited.
 Status CheckPlan(const json& p) {
-  const std::string name = p.is_object() ? p.value("trace", "a plan") : "a plan";
+  const std::string name = Str(p, "trace", "a plan");
   if (!p.is_object() || !p.contains("report") || !p["report"].is_object()) {
     return InvalidArgument(fmt::format(
         "{}: no \"report\" object in its plan (write the JSON with `emo optimize --report F.html --json F.json`)", name));
@@ -510,7 +530,7 @@ Result<std::string> ReportHtml(const std::vector<json>& plans, const json& job) 
         "<p id=\"job\">Job of {} ranks: baseline {:.1f} us, planned {:.1f} us ({:+.2f} % against a target of "
         "{:.2f} %){}.</p>\n",
         plans.size(), Num(job, "baseline_us"), Num(job, "planned_us"), Num(job, "slowdown_pct"), Num(job, "target_pct"),
-        job.value("met", true) ? "" : ", target missed");
+        Bool(job, "met", true) ? "" : ", target missed");
   }
   for (const auto& p : plans) s += PlanSection(p);
   return s + "</body></html>\n";

@@ -122,5 +122,24 @@ TEST(HtmlReportTest, ASavedJsonItCannotDrawIsRefusedWithWhatIsWrong) {
   EXPECT_FALSE(ReportHtmlFromOptimizeJson({{"traces", json::array()}}).ok());
 }
 
+// A saved JSON someone edited: fields of the wrong type are drawn as missing, never thrown on.
+TEST(HtmlReportTest, FieldsOfTheWrongTypeAreDrawnAsMissing) {
+  json p = Plan();
+  p["trace"] = 5;
+  p["rank"] = "zero";
+  p["confidence"] = json::array();
+  p["model"] = json::array({1, 2});
+  p["baselines"] = "none";
+  p["packings"] = json::array({1});
+  p["plan"]["packs"] = "two";
+  p["report"]["packs"][0]["device"] = "gpu0";
+  p["report"]["packs"][1]["ops"] = json::object();
+  p["report"]["gpus"][0]["device"] = nullptr;
+  auto page = ReportHtmlFromOptimizeJson(p);
+  ASSERT_TRUE(page.ok()) << page.status().message();
+  EXPECT_NE(page->find("<h2>trace</h2>"), std::string::npos);
+  EXPECT_EQ(Count(*page, "<rect class=\"pack\""), 1u);  // the one whose device is a string is not GPU 0's
+}
+
 }  // namespace
 }  // namespace emo::report

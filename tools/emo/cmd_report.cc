@@ -24,7 +24,12 @@ int RunReport(const ReportArgs& args) {
   if (!text.ok()) return Fail("report", text.status());
   const nlohmann::json out = nlohmann::json::parse(*text, nullptr, /*allow_exceptions=*/false);
   if (out.is_discarded()) return Fail("report", ParseError(fmt::format("{}: not JSON", args.input)));
-  auto page = report::ReportHtmlFromOptimizeJson(out);
+  Result<std::string> page = InvalidArgument("not drawn");
+  try {
+    page = report::ReportHtmlFromOptimizeJson(out);
+  } catch (const nlohmann::json::exception& e) {  // a field the checks did not foresee
+    return Fail("report", InvalidArgument(fmt::format("{}: cannot draw it: {}", args.input, e.what())));
+  }
   if (!page.ok()) return Fail("report", InvalidArgument(fmt::format("{}: {}", args.input, page.status().message())));
   std::string output = args.output;
   if (output.empty()) {
