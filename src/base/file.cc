@@ -44,9 +44,10 @@ Result<std::string> Gunzip(const std::string& path, const std::string& compresse
       continue;
     }
     if (rc != LIBDEFLATE_SUCCESS) {
-      return ParseError(fmt::format("{}: {} gzip data at byte {}", path,
-                                    rc == LIBDEFLATE_SHORT_OUTPUT ? "truncated" : "corrupt or truncated",
-                                    in_pos));
+      return ParseError(fmt::format("{}: {} gzip data in the member that starts at byte {} of the file's {} (a copy "
+                                    "cut short, or a file still being written?)",
+                                    path, rc == LIBDEFLATE_SHORT_OUTPUT ? "truncated" : "corrupt or truncated",
+                                    in_pos, compressed.size()));
     }
     in_pos += in_used;
     out_pos += out_used;

@@ -33,6 +33,19 @@ Result<Graph> GraphBuilder::Build() {
           "{}; the trace is damaged (times must be numbers in microseconds)",
           t_.meta.source_path, dropped, t_.meta.first_dropped_gpu_op));
     }
+    if (t_.meta.format == "emo") {
+      // EMO's tracer records GPU work only inside its window; a cut file may end before it.
+      std::string end = t_.meta.run ? t_.meta.run->end_note : "";
+      if (end.starts_with(t_.meta.source_path + ": ")) end.erase(0, t_.meta.source_path.size() + 2);
+      if (!end.empty()) {
+        return InvalidArgument(fmt::format("{}: the EMO trace holds no GPU ops (kernel, copy, set): {}",
+                                           t_.meta.source_path, end));
+      }
+      return InvalidArgument(fmt::format(
+          "{}: the EMO trace holds no GPU ops (kernel, copy, set); was its window reached (emo trace --warmup N "
+          "--iterations K counts the program's iterations)?",
+          t_.meta.source_path));
+    }
     return InvalidArgument(fmt::format(
         "{}: the trace has no GPU ops (kernel, gpu_memcpy, gpu_memset); was it recorded with "
         "ProfilerActivity.CUDA?",

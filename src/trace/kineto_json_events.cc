@@ -390,7 +390,7 @@ void TraceBuilder::AddComplete() {
   const bool gpu_op = ev_.cat == Cat::kKernel || ev_.cat == Cat::kMemcpy || ev_.cat == Cat::kMemset;
   if (!ev_.has_name || ev_.ts.empty() || ev_.dur.empty()) {
     Count(Diag::kEventMissingField);
-    if (gpu_op) DropGpuOp("no name, ts or dur");
+    if (gpu_op) DropGpuOp(!ev_.has_name ? "no name" : ev_.ts.empty() ? "no ts" : "no dur");
     return;
   }
   int64_t ts = 0, dur = 0;

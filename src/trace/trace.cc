@@ -60,17 +60,53 @@ void Permute(std::vector<T>& v, const std::vector<uint32_t>& order) {
   v = std::move(out);
 }
 
+// `order` (SortedOrder) without the rows identical to an earlier one by `same`. Rows without a
+// correlation id are always kept: two CPU operators of one thread may share a name and, at the
+// profiler's microseconds, their times; a correlation id names one call or one op.
+template <typename Table, typename Same>
+std::vector<uint32_t> WithoutDuplicates(const Table& t, std::vector<uint32_t> order, Same same, uint64_t* dropped) {
+  std::vector<uint32_t> kept;
+  kept.reserve(order.size());
+  size_t run = 0;  // first kept row of the current run of equal (start, end)
+  for (uint32_t row : order) {
+    if (!kept.empty() && (t.start[kept[run]] != t.start[row] || t.end[kept[run]] != t.end[row])) run = kept.size();
+    bool duplicate = false;
+    if (t.correlation[row] >= 0) {
+      for (size_t k = run; k < kept.size() && !duplicate; ++k) duplicate = same(kept[k], row);
+    }
+    if (duplicate) {
+      ++*dropped;
+    } else {
+      kept.push_back(row);
+    }
+  }
+  return kept;
+}
+
 }  // namespace
 
 void Trace::Finalize() {
+  uint64_t duplicates = 0;
   {
-    auto o = SortedOrder(cpu);
+    auto o = WithoutDuplicates(
+        cpu, SortedOrder(cpu),
+        [&](uint32_t a, uint32_t b) {
+          return (cpu.kind[a] == CpuKind::kRuntime || cpu.kind[a] == CpuKind::kDriver) && cpu.kind[a] == cpu.kind[b] &&
+                 cpu.correlation[a] == cpu.correlation[b] && cpu.thread[a] == cpu.thread[b] && cpu.name[a] == cpu.name[b];
+        },
+        &duplicates);
     Permute(cpu.thread, o); Permute(cpu.kind, o); Permute(cpu.name, o);
     Permute(cpu.start, o); Permute(cpu.end, o); Permute(cpu.correlation, o);
     Permute(cpu.external_id, o); Permute(cpu.cbid, o);
   }
   {
-    auto o = SortedOrder(gpu);
+    auto o = WithoutDuplicates(
+        gpu, SortedOrder(gpu),
+        [&](uint32_t a, uint32_t b) {
+          return gpu.kind[a] == gpu.kind[b] && gpu.correlation[a] == gpu.correlation[b] && gpu.stream[a] == gpu.stream[b] &&
+                 gpu.name[a] == gpu.name[b];
+        },
+        &duplicates);
     Permute(gpu.kind, o); Permute(gpu.name, o); Permute(gpu.stream, o);
     Permute(gpu.start, o); Permute(gpu.end, o); Permute(gpu.correlation, o);
     Permute(gpu.external_id, o); Permute(gpu.launch, o); Permute(gpu.bytes, o);
@@ -89,6 +125,7 @@ void Trace::Finalize() {
     Permute(cuda_events.stream, o); Permute(cuda_events.correlation, o);
     Permute(cuda_events.start, o); Permute(cuda_events.end, o);
   }
+  if (duplicates > 0) diagnostics.Add(Diag::kDuplicateEvent, duplicates);
   std::stable_sort(gpu_annotations.begin(), gpu_annotations.end(),
                    [](const GpuAnnotation& a, const GpuAnnotation& b) { return a.start < b.start; });
 }

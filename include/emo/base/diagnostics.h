@@ -54,6 +54,7 @@ enum class Diag : uint16_t {
   kTraceTruncated,            // an EMO trace that ends before the writer's end chunk
   kRecordsDropped,            // activity records the tracer lost (CUPTI or its buffer pool)
   kEmoRecordSkipped,          // an EMO trace record of an unknown type or a bad size
+  kDuplicateEvent,            // a GPU op or API call identical to an earlier one (dropped)
   kCount
 };
 
