@@ -67,7 +67,7 @@ class Capture {
 // One command at a time: the captures redirect the process's descriptors 1 and 2.
 std::mutex g_run_mutex;
 
-std::tuple<int, std::string, std::string> Run(const std::vector<std::string>& args, bool capture) {
+std::tuple<int, std::string, std::string> Run(const std::vector<std::string>& args) {
   if (!args.empty()) {
     for (const char* name : kOutOfProcess) {
       if (args[0] == name) {
@@ -79,7 +79,6 @@ std::tuple<int, std::string, std::string> Run(const std::vector<std::string>& ar
   }
   py::gil_scoped_release release;
   std::lock_guard<std::mutex> lock(g_run_mutex);
-  if (!capture) return {emo::cli::RunEmo(args), "", ""};
   Capture out(1), err(2);
   const int code = emo::cli::RunEmo(args);
   std::string out_text = out.Take();
@@ -87,8 +86,8 @@ std::tuple<int, std::string, std::string> Run(const std::vector<std::string>& ar
   return {code, std::move(out_text), std::move(err_text)};
 }
 
-// A failed Status as the Python exception emo._emo.Error (python/emo/__init__.py turns it into
-// EmoError).
+// A failed Status as a Python RuntimeError carrying its message (python/emo/__init__.py turns it
+// into EmoError).
 void Check(const emo::Status& status) {
   if (!status.ok()) throw std::runtime_error(status.message());
 }
@@ -115,9 +114,8 @@ py::dict MeasurementDict(const emo::runtime::WindowMeasurement& m) {
 
 PYBIND11_MODULE(_emo, m) {
   m.doc() = "EMO's native module: runs the emo command line in-process (use the emo package).";
-  m.def("run", &Run, py::arg("args"), py::arg("capture") = true,
-        "Runs `emo ARGS...` in this process with the GIL released; returns (exit code, stdout, "
-        "stderr), the two texts empty when capture is false (printed as they come).");
+  m.def("run", &Run, py::arg("args"),
+        "Runs `emo ARGS...` in this process with the GIL released; returns (exit code, stdout, stderr).");
   using emo::runtime::EnergyWindows;
   py::class_<EnergyWindows>(m, "EnergyWindows",
                             "Time and energy windows per GPU on NVML's energy counter (emo.Monitor uses it).")

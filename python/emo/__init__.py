@@ -46,18 +46,12 @@ def cli(args: Iterable[str], check: bool = True) -> Completed:
     """Runs `emo ARGS...` in this process and returns what it printed. `trace`, `monitor` and
     `run` start programs and are refused here: run the emo binary for them. With `check`, a
     non-zero exit raises EmoError."""
-    args = [os.fspath(a) if isinstance(a, os.PathLike) else str(a) for a in args]
+    args = [_text(a) for a in args]
     code, out, err = _emo.run(args)
     if check and code != 0:
-        message = _message(err) or f"emo {' '.join(args[:1])}: exit code {code}"
-        raise EmoError(message, code, out, err)
+        # Only errors reach stderr here: progress is shown on terminals only, and this is a capture.
+        raise EmoError(err.strip() or f"emo {' '.join(args[:1])}: exit code {code}", code, out, err)
     return Completed(code, out, err)
-
-
-def _message(stderr: str) -> str:
-    """emo's error lines, without its progress lines ("emo analyze: reading F ...")."""
-    lines = [l for l in stderr.splitlines() if l.strip() and not l.rstrip().endswith("...")]
-    return "\n".join(lines)
 
 
 def flags(options: dict) -> list:
@@ -138,24 +132,22 @@ class Monitor:
 
     def __init__(self, gpu_indices=None, nvml_library: str = ""):
         self._windows = _emo.EnergyWindows()
-        try:
-            self._windows.open(list(gpu_indices or []), nvml_library or "")
-        except RuntimeError as e:
-            raise EmoError(f"emo.Monitor: {e}", 1) from None
+        self._call(self._windows.open, list(gpu_indices or []), nvml_library or "")
 
     @property
     def gpu_indices(self) -> list:
         return self._windows.indices()
 
     def begin_window(self, name: str) -> None:
-        try:
-            self._windows.begin(name)
-        except RuntimeError as e:
-            raise EmoError(f"emo.Monitor: {e}", 1) from None
+        self._call(self._windows.begin, name)
 
     def end_window(self, name: str) -> Measurement:
+        return Measurement(**self._call(self._windows.end, name))
+
+    @staticmethod
+    def _call(method, *args):
+        """The native call, its failure as EmoError."""
         try:
-            d = self._windows.end(name)
+            return method(*args)
         except RuntimeError as e:
             raise EmoError(f"emo.Monitor: {e}", 1) from None
-        return Measurement(**d)

@@ -152,29 +152,36 @@ std::string Escape(std::string_view s) {
   return out;
 }
 
-double Num(const json& j, const char* key, double otherwise = 0) {
-  if (!j.is_object()) return otherwise;
-  auto it = j.find(key);
-  return it != j.end() && it->is_number() ? it->get<double>() : otherwise;
-}
-
 // A field of a saved JSON read leniently: a missing field or one of another type gives `otherwise`
 // (the page is drawn from a file a user may have edited; it must not throw).
-std::string Str(const json& j, const char* key, const char* otherwise) {
-  if (!j.is_object()) return otherwise;
+const json* Field(const json& j, const char* key) {
+  if (!j.is_object()) return nullptr;
   auto it = j.find(key);
-  return it != j.end() && it->is_string() ? it->get<std::string>() : otherwise;
+  return it == j.end() ? nullptr : &*it;
+}
+double Num(const json& j, const char* key, double otherwise = 0) {
+  const json* f = Field(j, key);
+  return f != nullptr && f->is_number() ? f->get<double>() : otherwise;
+}
+std::string Str(const json& j, const char* key, const char* otherwise) {
+  const json* f = Field(j, key);
+  return f != nullptr && f->is_string() ? f->get<std::string>() : otherwise;
 }
 bool Bool(const json& j, const char* key, bool otherwise) {
-  if (!j.is_object()) return otherwise;
-  auto it = j.find(key);
-  return it != j.end() && it->is_boolean() ? it->get<bool>() : otherwise;
+  const json* f = Field(j, key);
+  return f != nullptr && f->is_boolean() ? f->get<bool>() : otherwise;
 }
 const json& Obj(const json& j, const char* key) {
   static const json kNone = json::object();
-  if (!j.is_object()) return kNone;
-  auto it = j.find(key);
-  return it != j.end() && it->is_object() ? *it : kNone;
+  const json* f = Field(j, key);
+  return f != nullptr && f->is_object() ? *f : kNone;
+}
+
+// The opening tag of one chart: `attributes` (id, class) and its size in px.
+std::string SvgOpen(const std::string& attributes, double width, double height) {
+  return fmt::format("<svg {0} width=\"{1}\" height=\"{2}\" viewBox=\"0 0 {1} {2}\" xmlns=\"http://www.w3.org/2000/svg\" "
+                     "font-size=\"11\">\n",
+                     attributes, width, height);
 }
 
 // A clock's colour: blue at the device's lowest clock, through yellow, to red at its default.
@@ -210,10 +217,7 @@ std::string TimelineSvg(const json& r, size_t g) {
   const double lane_y = 28, lane_h = 70, height = lane_y + lane_h + 40;
   auto x = [&](double t) { return kLeft + plot * std::clamp(t / span, 0.0, 1.0); };
   const int device = static_cast<int>(Num(gpu, "device"));
-  std::string s = fmt::format(
-      "<svg class=\"timeline\" id=\"timeline-gpu{}\" width=\"{}\" height=\"{}\" viewBox=\"0 0 {} {}\" "
-      "xmlns=\"http://www.w3.org/2000/svg\" font-size=\"11\">\n",
-      device, kWidth, height, kWidth, height);
+  std::string s = SvgOpen(fmt::format("class=\"timeline\" id=\"timeline-gpu{}\"", device), kWidth, height);
   s += fmt::format("<text x=\"0\" y=\"{}\" font-weight=\"bold\">GPU {}</text>\n", lane_y + lane_h / 2, device);
   // Packs, coloured by their planned clock.
   for (const auto& p : r["packs"]) {
@@ -263,7 +267,7 @@ std::string TimelineSvg(const json& r, size_t g) {
 
 std::string ClockLegend(const json& r) {
   const double lo = Num(r["clocks_mhz"], "min"), hi = Num(r["clocks_mhz"], "default");
-  std::string s = "<svg class=\"legend\" width=\"1000\" height=\"34\" xmlns=\"http://www.w3.org/2000/svg\" font-size=\"11\">";
+  std::string s = SvgOpen("class=\"legend\"", 1000, 34);
   for (int i = 0; i <= 20; ++i) {
     const double mhz = lo + (hi - lo) * i / 20.0;
     s += fmt::format("<rect x=\"{}\" y=\"4\" width=\"12\" height=\"12\" fill=\"{}\" fill-opacity=\"0.6\"/>", 90 + i * 12,
@@ -299,10 +303,8 @@ std::string FrontierSvg(const json& plan) {
   if (plan.contains("static_best")) {
     mark(fmt::format("static {:.0f} MHz", Num(plan["static_best"], "clock_mhz")), plan["static_best"], "#7b3294");
   }
-  if (plan.contains("baselines")) {
-    mark("pass-level", Obj(Obj(plan, "baselines"), "pass_level"), "#e66101");
-    mark("per-kernel, no slack", Obj(Obj(plan, "baselines"), "per_kernel_blind"), "#8c8c8c");
-  }
+  mark("pass-level", Obj(Obj(plan, "baselines"), "pass_level"), "#e66101");
+  mark("per-kernel, no slack", Obj(Obj(plan, "baselines"), "per_kernel_blind"), "#8c8c8c");
   mark("EMO plan", plan["plan"], "#008837");
   double t_lo = std::numeric_limits<double>::infinity(), t_hi = -t_lo, e_lo = t_lo, e_hi = -t_lo;
   auto extend = [&](double t, double e) {
@@ -317,10 +319,9 @@ std::string FrontierSvg(const json& plan) {
   const double w = 620, h = 380, left = 70, bottom = 40, top = 14, right = 150;
   auto x = [&](double t) { return left + (w - left - right) * (t - t_lo) / (t_hi - t_lo); };
   auto y = [&](double e) { return top + (h - top - bottom) * (1 - (e - e_lo) / (e_hi - e_lo)); };
-  std::string s = fmt::format(
-      "<svg id=\"frontier\" width=\"{0}\" height=\"{1}\" viewBox=\"0 0 {0} {1}\" xmlns=\"http://www.w3.org/2000/svg\" "
-      "font-size=\"11\">\n<rect x=\"{2}\" y=\"{3}\" width=\"{4}\" height=\"{5}\" fill=\"none\" stroke=\"#999\"/>\n",
-      w, h, left, top, w - left - right, h - top - bottom);
+  std::string s = SvgOpen("id=\"frontier\"", w, h) +
+                  fmt::format("<rect x=\"{}\" y=\"{}\" width=\"{}\" height=\"{}\" fill=\"none\" stroke=\"#999\"/>\n", left,
+                              top, w - left - right, h - top - bottom);
   const double ts = TickStep(t_hi - t_lo, 5), es = TickStep(e_hi - e_lo, 5);
   for (double t = std::ceil(t_lo / ts) * ts; t <= t_hi; t += ts) {
     s += fmt::format("<text x=\"{:.1f}\" y=\"{}\" text-anchor=\"middle\">{:g}</text>\n", x(t), h - bottom + 14, t / 1000);
@@ -361,10 +362,7 @@ std::string EnergySvg(const json& r) {
   double top_j = 0;
   for (const auto& [name, v] : by.items()) top_j = std::max({top_j, Num(v, "default_j"), Num(v, "plan_j")});
   const double w = 440, row = 46, left = 110, h = 30 + row * static_cast<double>(std::max<size_t>(1, by.size()));
-  std::string s = fmt::format(
-      "<svg id=\"energy-by-class\" width=\"{0}\" height=\"{1}\" viewBox=\"0 0 {0} {1}\" "
-      "xmlns=\"http://www.w3.org/2000/svg\" font-size=\"11\">\n",
-      w, h);
+  std::string s = SvgOpen("id=\"energy-by-class\"", w, h);
   double yy = 8;
   for (const auto& [name, v] : by.items()) {
     const double d = Num(v, "default_j"), p = Num(v, "plan_j");

@@ -141,12 +141,8 @@ std::vector<std::string> NvmlLibrary::Names(std::string* error) const {
   }
   for (unsigned i = 0; i < count; ++i) {
     Handle h = nullptr;
-    char text[96] = {};
-    if (handle_by_index_(i, &h) != kSuccess || name_(h, text, sizeof(text)) != kSuccess) {
-      names.emplace_back();
-      continue;
-    }
-    names.emplace_back(text);
+    std::string name, why;
+    names.push_back(ByIndex(i, &h, &name, &why) ? name : "");
   }
   return names;
 }
