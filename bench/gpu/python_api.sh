@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# EMO's Python package on the GPU machine (issue Order 11): the native module compiled there for
+# EMO's Python package on the GPU machine (docs/python.md): the native module compiled there for
 # its Python (python/build_module.sh against the device bundle), then the PyTorch loops measured
 # three ways in one run: emo.Monitor and the program's own NVML read (energy_check.py) over the
 # same timed region, and `emo monitor` around the whole program; and emo.analyze against the
