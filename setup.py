@@ -32,12 +32,16 @@ def native_module_dir():
 class BuildWithNativeModule(build_py):
     def run(self):
         super().run()
-        modules = glob.glob(os.path.join(native_module_dir(), "_emo*.so"))
+        built = native_module_dir()
+        modules = glob.glob(os.path.join(built, "_emo*.so"))
         if len(modules) != 1:
             raise RuntimeError(f"expected one built emo/_emo*.so, found {modules}")
         target = os.path.join(self.build_lib, "emo")
         os.makedirs(target, exist_ok=True)
         shutil.copy2(modules[0], target)
+        # The tracer library of emo.trace, where the build found CUPTI (python/CMakeLists.txt).
+        for tracer in glob.glob(os.path.join(built, "libemo_inject.so")):
+            shutil.copy2(tracer, target)
 
 
 class BinaryDistribution(Distribution):

@@ -134,4 +134,21 @@ PYBIND11_MODULE(_emo, m) {
         return MeasurementDict(*r);
       });
   m.attr("ENERGY_COUNTER_PERIOD_S") = emo::runtime::kEnergyCounterPeriodS;
+  m.def(
+      "trace_summary",
+      [](const std::string& path) {
+        py::gil_scoped_release release;
+        auto r = emo::cli::TraceSummaryJson(path);
+        Check(r.status());
+        return *r;
+      },
+      py::arg("path"), "The summary `emo trace --json` gives of one trace file, as JSON text.");
+  m.def(
+      "tracer_library",
+      [] {
+        auto r = emo::cli::TracerLibrary();
+        Check(r.status());
+        return *r;
+      },
+      "The path of EMO's tracer library (libemo_inject.so) as `emo trace` finds it.");
 }

@@ -17,11 +17,15 @@ training, the generated tokens copied to the host in decode), as user code does.
     (energy_check.py: getters only) and adds energy_per_step_j and window_s;
   - with `--emo-monitor`, also measures the same region with EMO's Python package (emo.Monitor,
     importable from PYTHONPATH; GPU = the NVML index --device) and adds emo_monitor_*;
+  - with `--emo-trace OUT`, traces the timed region with `with emo.trace(OUT, warmup=..,
+    iterations=..)` (EMO's tracer in-process) and adds emo_trace: the block's summary (as
+    `emo trace --json` gives it per file, without the per-iteration list);
   - prints ONE JSON line on stdout (everything else goes to stderr):
     {"workload", "median_step_ms", "steps", "timed_steps", ..., "step_ms": [every step, warm-up
     included, in order]}.
 """
 import argparse
+import contextlib
 import json
 import os
 import statistics
@@ -45,6 +49,10 @@ def add_args(ap, steps, warmup):
                     help="measure NVML energy over the timed region (adds energy_per_step_j, window_s)")
     ap.add_argument("--emo-monitor", action="store_true",
                     help="measure the timed region with emo.Monitor too (adds emo_monitor_energy_per_step_j, ...)")
+    ap.add_argument("--emo-trace", metavar="OUT.emotrace",
+                    help="trace the timed region with emo.trace (EMO's tracer in-process) into this file")
+    ap.add_argument("--emo-trace-warmup", type=int, default=5, help="emo.trace: untraced iterations first (default 5)")
+    ap.add_argument("--emo-trace-iterations", type=int, default=5, help="emo.trace: iterations traced (default 5)")
     ap.add_argument("--no-step-list", action="store_true", help="leave out step_ms (the list of every step)")
     ap.add_argument("--device", type=int, default=0, help="CUDA device index (default 0)")
     ap.add_argument("--seed", type=int, default=0)
@@ -130,11 +138,19 @@ def run(workload, args, step, extra=None):
     if args.torch_profiler:
         prof, sync_events = _profiler(args, torch)
 
+    tracer = None
+    if args.emo_trace:
+        import emo
+        tracer = emo.trace(args.emo_trace, warmup=args.emo_trace_warmup, iterations=args.emo_trace_iterations)
+
     torch.cuda.synchronize()
     if energy:
         energy.start()
     if monitor:
         monitor.begin_window("timed region")
+    block = contextlib.ExitStack()
+    if tracer:
+        block.enter_context(tracer)
     t_region = time.perf_counter()
     if prof:
         with prof:
@@ -149,6 +165,7 @@ def run(workload, args, step, extra=None):
             one()
     torch.cuda.synchronize()
     region_s = time.perf_counter() - t_region
+    block.close()
     m = monitor.end_window("timed region") if monitor else None
     e = energy.stop(timed) if energy else None
 
@@ -187,6 +204,10 @@ def run(workload, args, step, extra=None):
     if m:
         out.update({"emo_monitor_energy_per_step_j": m.energy[args.device] / timed, "emo_monitor_window_s": m.time,
                     "emo_monitor_uncertainty_j": m.uncertainty[args.device], "emo_monitor_measurable": m.measurable})
+    if tracer:
+        summary = tracer.summary()
+        summary.pop("iteration_times", None)
+        out["emo_trace"] = summary
     out.update({"device": torch.cuda.get_device_name(args.device), "torch": torch.__version__})
     if callable(extra):
         extra = extra()

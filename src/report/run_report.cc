@@ -153,6 +153,8 @@ nlohmann::json RunToJson(const std::string& path, const trace::Trace& t) {
   j["pid"] = r.pid;
   j["complete"] = r.complete;
   j["end_note"] = r.end_note;
+  j["end_reason"] = r.end_reason;
+  j["session"] = r.session;
   j["iterations"] = {{"found", r.iterations},
                      {"source", r.iteration_source},
                      {"anchor", r.iteration_anchor.empty() ? nlohmann::json(nullptr) : nlohmann::json(r.iteration_anchor)},

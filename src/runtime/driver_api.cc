@@ -32,6 +32,12 @@ bool DriverApi::Load() {
   get_pci_ = DriverFunction<GetPciFn>("cuDeviceGetPCIBusId");
   // cuda.h maps cuDeviceGetUuid to the _v2 entry point since CUDA 11.4.
   get_uuid_ = DriverFunction<GetUuidFn>("cuDeviceGetUuid_v2");
+  device_count_ = DriverFunction<CountFn>("cuDeviceGetCount");
+  ctx_current_ = DriverFunction<CurrentFn>("cuCtxGetCurrent");
+  primary_state_ = DriverFunction<PrimaryStateFn>("cuDevicePrimaryCtxGetState");
+  primary_retain_ = DriverFunction<PrimaryRetainFn>("cuDevicePrimaryCtxRetain");
+  // cuda.h maps cuDevicePrimaryCtxRelease to the _v2 entry point since CUDA 11.
+  primary_release_ = DriverFunction<PrimaryReleaseFn>("cuDevicePrimaryCtxRelease_v2");
   return device_get_ != nullptr;
 }
 
@@ -59,6 +65,27 @@ bool DriverApi::Identify(int ordinal, DeviceIdentity* out) const {
     out->uuid = formatted;
   }
   return true;
+}
+
+void DriverApi::ForEachLiveContext(const std::function<void(void* context)>& visit) const {
+  void* current = nullptr;
+  if (ctx_current_ != nullptr && ctx_current_(&current) == 0 && current != nullptr) visit(current);
+  int count = 0;
+  if (device_count_ == nullptr || device_get_ == nullptr || primary_state_ == nullptr || primary_retain_ == nullptr ||
+      primary_release_ == nullptr || device_count_(&count) != 0) {
+    return;
+  }
+  for (int ordinal = 0; ordinal < count; ++ordinal) {
+    int device = 0;
+    unsigned int flags = 0;
+    int active = 0;
+    if (device_get_(&device, ordinal) != 0 || primary_state_(device, &flags, &active) != 0 || active == 0) continue;
+    // Retaining an active primary context only counts a reference; it is released at once.
+    void* primary = nullptr;
+    if (primary_retain_(&primary, device) != 0) continue;
+    if (primary != nullptr && primary != current) visit(primary);
+    primary_release_(device);
+  }
 }
 
 }  // namespace emo::runtime

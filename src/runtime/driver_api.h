@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
 
 namespace emo::runtime {
@@ -47,6 +48,11 @@ class DriverApi {
   int DriverVersion() const;
   // Fills what the driver says about CUDA device `ordinal`; false when the driver would not say.
   bool Identify(int ordinal, DeviceIdentity* out) const;
+  // Calls `visit` with every context that exists now: the calling thread's current one and each
+  // device's primary context that is active (CUDA runtime programs use those). A tracer that
+  // attaches after CUDA started learns them here, as it missed their creation callbacks. A
+  // context may be visited twice (current and primary); a primary one is held while visited.
+  void ForEachLiveContext(const std::function<void(void* context)>& visit) const;
 
  private:
   using GetVersionFn = int (*)(int*);
@@ -60,6 +66,16 @@ class DriverApi {
   GetNameFn get_name_ = nullptr;
   GetPciFn get_pci_ = nullptr;
   GetUuidFn get_uuid_ = nullptr;
+  using CountFn = int (*)(int*);
+  using CurrentFn = int (*)(void**);
+  using PrimaryStateFn = int (*)(int, unsigned int*, int*);
+  using PrimaryRetainFn = int (*)(void**, int);
+  using PrimaryReleaseFn = int (*)(int);
+  CountFn device_count_ = nullptr;
+  CurrentFn ctx_current_ = nullptr;
+  PrimaryStateFn primary_state_ = nullptr;
+  PrimaryRetainFn primary_retain_ = nullptr;
+  PrimaryReleaseFn primary_release_ = nullptr;
 };
 
 }  // namespace emo::runtime

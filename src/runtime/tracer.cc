@@ -100,7 +100,9 @@ constexpr CUpti_ActivityKind kApiActivityKinds[] = {
 // generation t_launch_generation; and inside runtime anchor calls.
 thread_local int t_runtime_launch_depth = 0;
 thread_local uint32_t t_launch_generation = 0;
+thread_local uint32_t t_launch_session = 0;
 thread_local int t_runtime_anchor_depth = 0;
+thread_local uint32_t t_anchor_session = 0;
 // `emo run` (Tracer::AfterLaunch): the launch in progress on this thread as the application
 // counts them, the stream of the latest driver launch, and whether the thread is making a call of
 // the follower's own (a spin launch, an event record).
@@ -378,9 +380,12 @@ std::string CuptiLibraryPath() {
 }  // namespace
 
 std::atomic<Tracer*> Tracer::current_{nullptr};
+std::atomic<uint32_t> Tracer::sessions_{0};
 
-bool Tracer::Start(const InjectConfig& config, std::string* error) {
+bool Tracer::Start(const InjectConfig& config, std::string* error, Begin begin) {
   config_ = config;
+  begin_ = begin;
+  session_ = sessions_.fetch_add(1) + 1;
   pid_ = static_cast<int>(getpid());
   clock_ = ReadClockReference();
   driver_.Load();
@@ -419,7 +424,8 @@ bool Tracer::Start(const InjectConfig& config, std::string* error) {
     return false;
   }
   finder_.emplace();
-  if (const char* schedule = std::getenv(kRunScheduleEnv); schedule != nullptr && *schedule != '\0') {
+  if (const char* schedule = std::getenv(kRunScheduleEnv);
+      begin_ == Begin::kAtCudaInit && schedule != nullptr && *schedule != '\0') {
     clock_follower_ = std::make_unique<ClockFollower>();
     std::string why;
     if (clock_follower_->Load(schedule, &why)) {
@@ -466,6 +472,7 @@ bool Tracer::Start(const InjectConfig& config, std::string* error) {
       writer_.AddRecord(r, std::move(name), offset);
     });
   }
+  if (begin_ == Begin::kBlock) AddLiveContexts();
   // Pretrace: on until the first loop is found (the window decides from there), so a program
   // whose iterations are never found is traced from start to exit.
   if (config_.mode == TraceMode::kTrace) SetActivities(true);
@@ -559,6 +566,7 @@ std::string Tracer::StartMeta(const std::string& path) const {
   put("cupti.version", std::to_string(cupti_version));
   put("cupti.library", CuptiLibraryPath());
   put("nvtx.injection", EnvOr("NVTX_INJECTION64_PATH", ""));
+  put("session.begin", begin_ == Begin::kBlock ? "block" : "cuda_init");
   put("config.mode", TraceModeName(config_.mode));
   put("config.warmup", std::to_string(config_.warmup));
   put("config.iterations", std::to_string(config_.iterations));
@@ -595,8 +603,10 @@ void CUPTIAPI Tracer::OnCallback(void* userdata, CUpti_CallbackDomain domain, CU
 // allocation: a timestamp and one push into the ring.
 void Tracer::OnLaunch(CUpti_CallbackDomain domain, CUpti_CallbackId cbid, const CUpti_CallbackData* data) {
   if (t_in_emo_call) return;  // a spin or event the follower launched or recorded
-  if (const uint32_t g = launch_generation_.load(std::memory_order_relaxed); g != t_launch_generation) {
+  if (const uint32_t g = launch_generation_.load(std::memory_order_relaxed);
+      g != t_launch_generation || t_launch_session != session_) {
     t_launch_generation = g;
+    t_launch_session = session_;
     t_runtime_launch_depth = 0;
   }
   // A runtime launch made inside another (__cudaLaunchKernel calling cudaLaunchKernel) is the
@@ -634,6 +644,10 @@ void Tracer::AfterLaunch(CUpti_CallbackDomain domain, CUpti_CallbackId cbid, con
 // An anchor call: as cheap as a launch, and as rare as the program's syncs and copies. A
 // driver call made inside a runtime one (cudaMemcpyAsync calling cuMemcpyAsync) is the same call.
 void Tracer::OnAnchor(CUpti_CallbackDomain domain, CUpti_CallbackId cbid, const CUpti_CallbackData* data) {
+  if (t_anchor_session != session_) {
+    t_anchor_session = session_;
+    t_runtime_anchor_depth = 0;
+  }
   if (!OutermostEntry(domain, data, t_runtime_anchor_depth)) return;
   const uint64_t bytes = AnchorBytes(domain, cbid, data);
   const uint32_t call = (static_cast<uint32_t>(domain) << 24) | (cbid & 0xffffffu);
@@ -649,20 +663,27 @@ void Tracer::SetLaunchCallbacks(bool on) {
   launch_callbacks_on_ = on;
 }
 
+void Tracer::AddContext(CUcontext handle) {
+  uint32_t context = 0;
+  uint32_t device = 0;
+  if (!EMO_CUPTI_OK(cuptiGetContextId(handle, &context)) || !EMO_CUPTI_OK(cuptiGetDeviceId(handle, &device))) {
+    return;
+  }
+  {
+    std::lock_guard<std::mutex> lock(contexts_mutex_);
+    context_devices_[context] = device;
+  }
+  gpus_.AddDevice(device);
+  if (clock_follower_) clock_follower_->OnDevice(device);
+}
+
+void Tracer::AddLiveContexts() {
+  driver_.ForEachLiveContext([this](void* context) { AddContext(static_cast<CUcontext>(context)); });
+}
+
 void Tracer::OnResource(CUpti_CallbackId cbid, const CUpti_ResourceData* data) {
   if (cbid == CUPTI_CBID_RESOURCE_CONTEXT_CREATED) {
-    uint32_t context = 0;
-    uint32_t device = 0;
-    if (!EMO_CUPTI_OK(cuptiGetContextId(data->context, &context)) ||
-        !EMO_CUPTI_OK(cuptiGetDeviceId(data->context, &device))) {
-      return;
-    }
-    {
-      std::lock_guard<std::mutex> lock(contexts_mutex_);
-      context_devices_[context] = device;
-    }
-    gpus_.AddDevice(device);
-    if (clock_follower_) clock_follower_->OnDevice(device);
+    AddContext(data->context);
   } else if (cbid == CUPTI_CBID_RESOURCE_CONTEXT_DESTROY_STARTING) {
     // The context's records must leave CUPTI's buffers before the context goes.
     if (ever_traced_.load(std::memory_order_acquire)) {
@@ -793,6 +814,8 @@ void Tracer::Shutdown(const char* reason) {
   }
   // The writer adds its record counts once the last records are written.
   writer_.Finish(m, true);
+  // The next block session's buffers are its own; the callbacks of this one are unsubscribed.
+  if (begin_ == Begin::kBlock) current_.store(nullptr, std::memory_order_release);
 }
 
 }  // namespace emo::runtime

@@ -45,12 +45,22 @@ class Tracer {
   Tracer(const Tracer&) = delete;
   Tracer& operator=(const Tracer&) = delete;
 
+  // How a session begins: when the CUDA driver loads the library during cuInit (`emo trace`,
+  // `emo run`), or in a process whose CUDA is already running, for a block of its code
+  // (emo_trace_begin in inject.cc, Python's `with emo.trace(...)`). A block session learns the
+  // contexts that exist from the driver, as their creation callbacks are past, and never
+  // follows a clock policy.
+  enum class Begin { kAtCudaInit, kBlock };
+
   // Starts tracing this process. On failure nothing is left running or subscribed and
   // `error` says what failed, in a phrase for "emo trace: <error>; ...".
-  bool Start(const InjectConfig& config, std::string* error);
+  bool Start(const InjectConfig& config, std::string* error, Begin begin = Begin::kAtCudaInit);
   // Stops tracing and completes the file (`reason` becomes end.reason). Runs once, and only in
   // the process that started (a forked child inherits the atexit handler, not the threads).
+  // After a block session's shutdown no callback reaches it, and another session may start.
   void Shutdown(const char* reason);
+  // The file being written (the output pattern expanded).
+  const std::string& path() const { return path_; }
 
   // The session the CUPTI callbacks reach, nullptr before Start succeeds.
   static Tracer* Current() { return current_.load(std::memory_order_acquire); }
@@ -73,6 +83,9 @@ class Tracer {
                                          size_t valid);
 
   bool OpenOutput(std::string* path, int* fd, std::string* error) const;
+  // A block session: registers the contexts that exist now, as their creation callbacks would.
+  void AddLiveContexts();
+  void AddContext(CUcontext context);
   bool EnableCallbacks(std::string* error);
   std::string StartMeta(const std::string& path) const;
   void OnLaunch(CUpti_CallbackDomain domain, CUpti_CallbackId cbid, const CUpti_CallbackData* data);
@@ -111,6 +124,11 @@ class Tracer {
   void ReportWindow();
 
   static std::atomic<Tracer*> current_;
+  // Sessions started in this process; a thread's call-nesting and NVTX state belong to one
+  // session and start afresh in the next (a block session can end inside a call).
+  static std::atomic<uint32_t> sessions_;
+  uint32_t session_ = 0;
+  Begin begin_ = Begin::kAtCudaInit;
 
   InjectConfig config_;
   ClockReference clock_;

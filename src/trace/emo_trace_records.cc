@@ -242,6 +242,8 @@ RunMeasurement MeasureRun(const EmoRecords& r) {
   m.clock_realtime_offset_ns = MetaInt(r.meta, "clock.realtime_ns", 0) - MetaInt(r.meta, "clock.cupti_ns", 0);
   m.complete = r.complete;
   m.end_note = r.end_note;
+  m.end_reason = ToString(r.meta, "end.reason", "");
+  m.session = ToString(r.meta, "session.begin", "cuda_init");
   for (const auto& d : r.dropped) m.dropped_records += static_cast<int64_t>(d.dropped);
   for (const auto& [key, value] : r.meta) {
     if (key.rfind("run.", 0) == 0) m.policy_run[key.substr(4)] = value;

@@ -1,5 +1,5 @@
 // A stand-in libcuda.so.1 with the functions the injection library asks the driver
-// (src/runtime/driver_api.cc, emulator.cc): CUDA device k is $FAKE_CUDA_NAME ("NVIDIA H200" when
+// (src/runtime/driver_api.cc, emulator.cc), and the contexts alive when a block session attaches: CUDA device k is $FAKE_CUDA_NAME ("NVIDIA H200" when
 // unset) at PCI bus id 0000:(0x19 + k):00.0. The emulator's module load and launches are checked
 // and written to $FAKE_CUDA_LOG, a line each: "load <kernel name found in the image>",
 // "function <name>", "launch <stream> <ns>"; with $FAKE_CUDA_LAUNCH_FAILS set, every launch fails.
@@ -83,8 +83,39 @@ int cuDeviceGetUuid_v2(void* uuid, int device) {
   return 0;
 }
 
+// With $FAKE_CUDA_PRIMARY set to an ordinal, that device's primary context is active and current,
+// with the handle the stand-in CUPTI maps to it (0x1000 + ordinal, tests/runtime/fake_cupti.cc);
+// otherwise no primary context is active and the current context is the emulator's.
+int PrimaryDevice() {
+  const char* env = std::getenv("FAKE_CUDA_PRIMARY");
+  return env != nullptr ? std::atoi(env) : -1;
+}
+void* PrimaryContext(int device) { return reinterpret_cast<void*>(uintptr_t{0x1000} + static_cast<uintptr_t>(device)); }
+
 int cuCtxGetCurrent(void** context) {
-  *context = &g_context;
+  *context = PrimaryDevice() >= 0 ? PrimaryContext(PrimaryDevice()) : &g_context;
+  return 0;
+}
+
+int cuDeviceGetCount(int* count) {
+  *count = 8;
+  return 0;
+}
+
+int cuDevicePrimaryCtxGetState(int device, unsigned* flags, int* active) {
+  *flags = 0;
+  *active = device == PrimaryDevice() ? 1 : 0;
+  return 0;
+}
+
+int cuDevicePrimaryCtxRetain(void** context, int device) {
+  Log("retain %d\n", device);
+  *context = PrimaryContext(device);
+  return 0;
+}
+
+int cuDevicePrimaryCtxRelease_v2(int device) {
+  Log("release %d\n", device);
   return 0;
 }
 

@@ -41,6 +41,9 @@ struct Hooks {
   int (*wait_kernels)(int, int) = nullptr;
   void (*stream_sync)() = nullptr;
   int (*wait_launch_callback)(int, int) = nullptr;
+  // The block calls (Python's `with emo.trace`), for a child started without the injection.
+  int (*begin)(const char*, char*, size_t) = nullptr;
+  int (*end)(const char*, char*, size_t) = nullptr;
 };
 
 struct ChildResult {
@@ -48,9 +51,11 @@ struct ChildResult {
   std::string err;
 };
 
-// Forks; the child loads the fake CUPTI and the library, sets `env`, calls InitializeInjection,
-// runs `play`, and exits through exit() (so the library's exit handler writes the end).
-ChildResult RunChild(const std::map<std::string, std::string>& env, const std::function<void(const Hooks&)>& play) {
+// Forks; the child loads the fake CUPTI and the library, sets `env`, calls InitializeInjection
+// (unless `inject` is false: a program that loaded the library itself), runs `play`, and exits
+// through exit() (so the library's exit handler writes the end).
+ChildResult RunChild(const std::map<std::string, std::string>& env, const std::function<void(const Hooks&)>& play,
+                     bool inject = true) {
   int err_pipe[2];
   ChildResult result;
   if (pipe(err_pipe) != 0) return result;
@@ -83,12 +88,14 @@ ChildResult RunChild(const std::map<std::string, std::string>& env, const std::f
     h.wait_kernels = reinterpret_cast<int (*)(int, int)>(dlsym(fake, "FakeCuptiWaitKernelActivity"));
     h.stream_sync = reinterpret_cast<void (*)()>(dlsym(fake, "FakeCuptiStreamSync"));
     h.wait_launch_callback = reinterpret_cast<int (*)(int, int)>(dlsym(fake, "FakeCuptiWaitLaunchCallback"));
+    h.begin = reinterpret_cast<int (*)(const char*, char*, size_t)>(dlsym(library, "emo_trace_begin"));
+    h.end = reinterpret_cast<int (*)(const char*, char*, size_t)>(dlsym(library, "emo_trace_end"));
     auto init = reinterpret_cast<int (*)()>(dlsym(library, "InitializeInjection"));
     if (init == nullptr || h.launch == nullptr || h.wait_kernels == nullptr || h.stream_sync == nullptr ||
-        h.wait_launch_callback == nullptr) {
+        h.wait_launch_callback == nullptr || h.begin == nullptr || h.end == nullptr) {
       _exit(12);
     }
-    if (init() != 1) _exit(13);
+    if (inject && init() != 1) _exit(13);
     play(h);
     std::exit(0);
   }
@@ -334,6 +341,103 @@ TEST_F(InjectFakeCuptiTest, NoLoopMeansTracedFromStartToExit) {
   EXPECT_FALSE(meta["window.note"].empty());
   EXPECT_TRUE(Records<fmt::IterationRecord>(chunks, fmt::RecordType::kIteration).empty());
   EXPECT_EQ(Records<fmt::KernelRecord>(chunks, fmt::RecordType::kKernel).size(), 20u);
+}
+
+// A program whose CUDA is running traces blocks of its loop itself (Python's `with emo.trace`):
+// nothing before or after a block is recorded, the context made before the block is known (its
+// GPU is named without a creation callback), the block's iterations count from its start, and a
+// second block writes a second file. Misuse fails with a reason and leaves the block alone.
+TEST_F(InjectFakeCuptiTest, ABlockOfARunningProgramIsTracedAloneAndLearnsItsContexts) {
+  const std::string first = (dir_ / "b1_%r.emotrace").string();
+  const std::string second = (dir_ / "b2_%r.emotrace").string();
+  const ChildResult r = RunChild(
+      {{"RANK", "5"}, {"TEST_FAKE_CUDA", "1"}, {"FAKE_CUDA_PRIMARY", "2"}, {"FAKE_CUDA_LOG", (dir_ / "cuda.log").string()}},
+      [&](const Hooks& h) {
+        char out[512];
+        auto say = [&](const char* what) { std::fprintf(stderr, "TEST: %s: %s\n", what, out); };
+        Loop loop(h);
+        for (int k = 0; k < 3; ++k) loop.Iteration();  // correlations 1..15, untraced
+        const std::string settings =
+            "EMO_TRACE_OUT=" + first + "\nEMO_TRACE_WARMUP=2\nEMO_TRACE_ITERATIONS=2\n";
+        if (h.begin(settings.c_str(), out, sizeof(out)) != 0) say("begin failed");
+        if (std::string(out) != (dir_ / "b1_5.emotrace").string()) say("begin named");
+        if (h.begin(settings.c_str(), out, sizeof(out)) == 0 || std::string(out).find("already") == std::string::npos) {
+          say("a nested begin");
+        }
+        for (int k = 0; k < 5; ++k) loop.Iteration();  // block iterations 0..4
+        loop.Launch(0);  // 5 begins: the window [2, 4) is over
+        Wait(h, 0, "after the window");
+        for (int i = 1; i < 5; ++i) loop.Launch(i);
+        loop.Iteration();  // 6
+        loop.Launch(0);    // ends iteration 6
+        if (h.end("", out, sizeof(out)) != 0) say("end failed");
+        if (std::string(out) != (dir_ / "b1_5.emotrace").string()) say("end named");
+        for (int i = 1; i < 5; ++i) loop.Launch(i);
+        if (h.end("", out, sizeof(out)) == 0 || std::string(out) != "no block is being traced") say("a second end");
+        if (h.begin("EMO_TRACE_WARMUP=lots", out, sizeof(out)) == 0 || std::string(out).find("EMO_TRACE_WARMUP") == std::string::npos) {
+          say("a bad value");
+        }
+        const std::string monitor = "EMO_TRACE_OUT=" + second + "\nEMO_TRACE_MODE=monitor\n";
+        if (h.begin(monitor.c_str(), out, sizeof(out)) != 0) say("second begin failed");
+        for (int k = 0; k < 4; ++k) loop.Iteration();
+        loop.Launch(0);
+        if (h.end("done", out, sizeof(out)) != 0) say("second end failed");
+      },
+      /*inject=*/false);
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.err.find("TEST:"), std::string::npos) << r.err;
+  ExpectQuiet(r.err);
+
+  const std::vector<Chunk> chunks = WalkChunks(ReadFile((dir_ / "b1_5.emotrace").string()));
+  ASSERT_FALSE(chunks.empty());
+  EXPECT_EQ(chunks.back().kind, static_cast<uint32_t>(fmt::ChunkKind::kEnd));
+  auto meta = Meta(chunks);
+  EXPECT_EQ(meta["session.begin"], "block");
+  EXPECT_EQ(meta["end.reason"], "block_end");
+  EXPECT_EQ(meta["iteration.source"], "launch_period");
+  EXPECT_EQ(meta["window.first_iteration"], "2");
+  EXPECT_EQ(meta["window.last_iteration"], "3");
+  EXPECT_EQ(meta["window.complete"], "1");
+  EXPECT_EQ(meta["launches.seen"], "36");  // the block's own launches: 7 iterations and one
+  const auto iterations = Records<fmt::IterationRecord>(chunks, fmt::RecordType::kIteration);
+  ASSERT_EQ(iterations.size(), 7u);
+  for (size_t i = 0; i < iterations.size(); ++i) {
+    EXPECT_EQ(iterations[i].index, i);
+    EXPECT_EQ(iterations[i].traced, i == 2 || i == 3 ? 1u : 0u) << i;
+  }
+  // Kernels from the block's first launch (correlation 16) on; none from before it.
+  const auto kernels = Records<fmt::KernelRecord>(chunks, fmt::RecordType::kKernel);
+  ASSERT_FALSE(kernels.empty());
+  for (const auto& k : kernels) {
+    EXPECT_GE(k.correlation, 16u);
+    EXPECT_LE(k.correlation, 16u + 25u);  // through the launch that began iteration 5
+  }
+  EXPECT_EQ(kernels.front().correlation, 16u);
+  // The GPU of the context that existed before the block, learned from the driver.
+  const auto gpus = Records<fmt::GpuRecord>(chunks, fmt::RecordType::kGpu);
+  ASSERT_EQ(gpus.size(), 1u);
+  EXPECT_EQ(gpus[0].device, 2u);
+
+  const std::vector<Chunk> monitor = WalkChunks(ReadFile((dir_ / "b2_5.emotrace").string()));
+  ASSERT_FALSE(monitor.empty());
+  EXPECT_EQ(monitor.back().kind, static_cast<uint32_t>(fmt::ChunkKind::kEnd));
+  auto monitor_meta = Meta(monitor);
+  EXPECT_EQ(monitor_meta["config.mode"], "monitor");
+  EXPECT_EQ(monitor_meta["end.reason"], "done");
+  EXPECT_EQ(monitor_meta["launches.seen"], "21");
+  EXPECT_TRUE(Records<fmt::KernelRecord>(monitor, fmt::RecordType::kKernel).empty());
+  EXPECT_EQ(Records<fmt::IterationRecord>(monitor, fmt::RecordType::kIteration).size(), 4u);
+  // Each retained primary context was released again.
+  std::ifstream log(dir_ / "cuda.log");
+  std::string text((std::istreambuf_iterator<char>(log)), std::istreambuf_iterator<char>());
+  size_t retains = 0;
+  size_t releases = 0;
+  for (const std::string& line : Lines(text)) {
+    retains += line == "retain 2";
+    releases += line == "release 2";
+  }
+  EXPECT_EQ(retains, 2u) << text;
+  EXPECT_EQ(releases, 2u) << text;
 }
 
 // A loop that reads its loss back once per iteration (a stream sync after its last launch):

@@ -3,6 +3,9 @@
 
 #include "cli_util.h"
 #include "commands.h"
+#include "emo/report/run_report.h"
+#include "emo/runtime/launch.h"
+#include "emo/trace/reader.h"
 #include "progress.h"
 
 namespace emo::cli {
@@ -48,5 +51,13 @@ int RunEmo(const std::vector<std::string>& args) {
   argv.push_back(nullptr);
   return RunCommandLine(app, static_cast<int>(words.size()), argv.data(), exit_code);
 }
+
+Result<std::string> TraceSummaryJson(const std::string& path) {
+  auto t = trace::ReadTrace(path);
+  if (!t.ok()) return t.status();
+  return report::RunToJson(path, *t).dump();
+}
+
+Result<std::string> TracerLibrary() { return runtime::FindInjectionLibrary(); }
 
 }  // namespace emo::cli

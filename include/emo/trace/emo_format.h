@@ -14,7 +14,8 @@
 //             clock.cupti_ns, clock.realtime_ns, clock.monotonic_ns (read together),
 //             cuda.driver_version, cupti.version, config.mode (trace|monitor), config.warmup,
 //             config.iterations, config.buffer_pool_mib, iteration.source (nvtx|launch_period|
-//             none), iteration.nvtx_regex, end.reason (exit|signal|disk_full|...) at shutdown.
+//             none), iteration.nvtx_regex, session.begin (cuda_init|block: a block a program
+//             traced itself), end.reason (exit|signal|disk_full|block_end|exception|...) at shutdown.
 //   kStrings  payload: entries {uint32 id, uint32 length, bytes}; ids are the writer's, unique
 //             per file (kernel names, API names, NVTX range names).
 //   kRecords  payload: records, each a RecordHeader {uint16 type, uint16 size} and `size`

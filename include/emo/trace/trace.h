@@ -206,6 +206,12 @@ struct RunMeasurement {
   int64_t clock_realtime_offset_ns = 0;  // realtime = trace time + this
   bool complete = false;          // the file ends with the writer's end chunk
   std::string end_note;           // where and why the file ends when incomplete
+  // Why the tracer stopped (meta end.reason: exit, signal, block_end, exception, ...); empty when
+  // the file has no end chunk.
+  std::string end_reason;
+  // How the session began (meta session.begin): "cuda_init" (`emo trace`/`monitor`/`run`), or
+  // "block" (a program traced a block of itself, Python's emo.trace).
+  std::string session;
   int64_t dropped_records = 0;    // activity records lost (CUPTI or the buffer pool)
   // `emo run`: how the clock policy was followed in this process (meta run.<key>, key without
   // the prefix: policy, actuator, gpu, followed, switches, switches_applied, ...); empty otherwise.
