@@ -53,6 +53,9 @@ def add_args(ap, steps, warmup):
                     help="trace the timed region with emo.trace (EMO's tracer in-process) into this file")
     ap.add_argument("--emo-trace-warmup", type=int, default=5, help="emo.trace: untraced iterations first (default 5)")
     ap.add_argument("--emo-trace-iterations", type=int, default=5, help="emo.trace: iterations traced (default 5)")
+    ap.add_argument("--emo-trace-monitor", action="store_true", help="emo.trace(monitor=True): time and energy only")
+    ap.add_argument("--emo-trace-steps", type=int, default=-1,
+                    help="emo.trace: end the block after this many timed steps (default: the whole timed region)")
     ap.add_argument("--no-step-list", action="store_true", help="leave out step_ms (the list of every step)")
     ap.add_argument("--device", type=int, default=0, help="CUDA device index (default 0)")
     ap.add_argument("--seed", type=int, default=0)
@@ -141,7 +144,8 @@ def run(workload, args, step, extra=None):
     tracer = None
     if args.emo_trace:
         import emo
-        tracer = emo.trace(args.emo_trace, warmup=args.emo_trace_warmup, iterations=args.emo_trace_iterations)
+        tracer = emo.trace(args.emo_trace, warmup=args.emo_trace_warmup, iterations=args.emo_trace_iterations,
+                           monitor=args.emo_trace_monitor)
 
     torch.cuda.synchronize()
     if energy:
@@ -161,7 +165,9 @@ def run(workload, args, step, extra=None):
                 prof_step_s += time.perf_counter() - s
             torch.cuda.synchronize()
     else:
-        for _ in range(timed):
+        for j in range(timed):
+            if j == args.emo_trace_steps:
+                block.close()  # the block ends here; the rest of the region runs after it
             one()
     torch.cuda.synchronize()
     region_s = time.perf_counter() - t_region

@@ -814,8 +814,17 @@ void Tracer::Shutdown(const char* reason) {
   }
   // The writer adds its record counts once the last records are written.
   writer_.Finish(m, true);
+  if (begin_ != Begin::kBlock) return;
   // The next block session's buffers are its own; the callbacks of this one are unsubscribed.
-  if (begin_ == Begin::kBlock) current_.store(nullptr, std::memory_order_release);
+  current_.store(nullptr, std::memory_order_release);
+  // Activities enabled on contexts that were already running leave a cost on the program's CUDA
+  // calls after they are disabled again (measured on the H200 with a launch-bound loop: its steps
+  // after the window stayed 5-50 % slower to the block's end; none when the block only
+  // monitored; BENCHMARKS.md, "emo.trace"). A session that traced detaches CUPTI from the
+  // process, which in one run took that cost away for the steps after the block; the next CUPTI
+  // call attaches it again. NVIDIA advises detaching at the exit of a CUDA call; here it is the
+  // thread leaving the block, between its CUDA calls.
+  if (ever_traced_.load()) EMO_CUPTI_OK(cuptiFinalize());
 }
 
 }  // namespace emo::runtime

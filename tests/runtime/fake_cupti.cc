@@ -132,6 +132,21 @@ CUptiResult CUPTIAPI cuptiUnsubscribe(CUpti_SubscriberHandle /*subscriber*/) {
   return CUPTI_SUCCESS;
 }
 
+// Detaches: every activity kind off, callbacks and buffer functions forgotten, the finalize
+// counted (FakeCuptiFinalized); the next call attaches again, as CUPTI's lazy initialization does.
+int g_finalized = 0;
+CUptiResult CUPTIAPI cuptiFinalize() {
+  Fake& f = State();
+  std::lock_guard<std::mutex> lock(f.mutex);
+  for (auto& kind : f.kinds) kind = false;
+  f.subscribed = false;
+  f.callbacks.clear();
+  f.requested = nullptr;
+  f.completed = nullptr;
+  ++g_finalized;
+  return CUPTI_SUCCESS;
+}
+
 CUptiResult CUPTIAPI cuptiEnableCallback(uint32_t enable, CUpti_SubscriberHandle /*subscriber*/,
                                          CUpti_CallbackDomain domain, CUpti_CallbackId cbid) {
   Fake& f = State();
@@ -226,6 +241,12 @@ CUptiResult CUPTIAPI cuptiActivityGetNextRecord(uint8_t* buffer, size_t valid, C
 // --- Test hooks ---
 
 __attribute__((visibility("default"))) void FakeCuptiSetTime(int64_t ns) { g_time.store(ns); }
+
+// How many times cuptiFinalize was called.
+__attribute__((visibility("default"))) int FakeCuptiFinalized() {
+  std::lock_guard<std::mutex> lock(State().mutex);
+  return g_finalized;
+}
 
 // A context on CUDA device `device` is created.
 __attribute__((visibility("default"))) void FakeCuptiCreateContext(uint32_t device) {

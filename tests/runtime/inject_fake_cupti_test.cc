@@ -44,6 +44,7 @@ struct Hooks {
   // The block calls (Python's `with emo.trace`), for a child started without the injection.
   int (*begin)(const char*, char*, size_t) = nullptr;
   int (*end)(const char*, char*, size_t) = nullptr;
+  int (*finalized)() = nullptr;
 };
 
 struct ChildResult {
@@ -88,11 +89,12 @@ ChildResult RunChild(const std::map<std::string, std::string>& env, const std::f
     h.wait_kernels = reinterpret_cast<int (*)(int, int)>(dlsym(fake, "FakeCuptiWaitKernelActivity"));
     h.stream_sync = reinterpret_cast<void (*)()>(dlsym(fake, "FakeCuptiStreamSync"));
     h.wait_launch_callback = reinterpret_cast<int (*)(int, int)>(dlsym(fake, "FakeCuptiWaitLaunchCallback"));
+    h.finalized = reinterpret_cast<int (*)()>(dlsym(fake, "FakeCuptiFinalized"));
     h.begin = reinterpret_cast<int (*)(const char*, char*, size_t)>(dlsym(library, "emo_trace_begin"));
     h.end = reinterpret_cast<int (*)(const char*, char*, size_t)>(dlsym(library, "emo_trace_end"));
     auto init = reinterpret_cast<int (*)()>(dlsym(library, "InitializeInjection"));
     if (init == nullptr || h.launch == nullptr || h.wait_kernels == nullptr || h.stream_sync == nullptr ||
-        h.wait_launch_callback == nullptr || h.begin == nullptr || h.end == nullptr) {
+        h.wait_launch_callback == nullptr || h.begin == nullptr || h.end == nullptr || h.finalized == nullptr) {
       _exit(12);
     }
     if (inject && init() != 1) _exit(13);
@@ -372,6 +374,7 @@ TEST_F(InjectFakeCuptiTest, ABlockOfARunningProgramIsTracedAloneAndLearnsItsCont
         loop.Launch(0);    // ends iteration 6
         if (h.end("", out, sizeof(out)) != 0) say("end failed");
         if (std::string(out) != (dir_ / "b1_5.emotrace").string()) say("end named");
+        if (h.finalized() != 1) say("a block that traced did not detach CUPTI");
         for (int i = 1; i < 5; ++i) loop.Launch(i);
         if (h.end("", out, sizeof(out)) == 0 || std::string(out) != "no block is being traced") say("a second end");
         if (h.begin("EMO_TRACE_WARMUP=lots", out, sizeof(out)) == 0 || std::string(out).find("EMO_TRACE_WARMUP") == std::string::npos) {
@@ -382,6 +385,7 @@ TEST_F(InjectFakeCuptiTest, ABlockOfARunningProgramIsTracedAloneAndLearnsItsCont
         for (int k = 0; k < 4; ++k) loop.Iteration();
         loop.Launch(0);
         if (h.end("done", out, sizeof(out)) != 0) say("second end failed");
+        if (h.finalized() != 1) say("a block that only monitored detached CUPTI");
       },
       /*inject=*/false);
   EXPECT_EQ(r.exit_code, 0) << r.err;
