@@ -11,8 +11,8 @@ int main(int argc, char** argv) {
 #ifdef __GLIBC__
   // `emo optimize` replays the whole graph hundreds of times, each with node-sized vectors (35 MB
   // at 10 M trace events). Above glibc's largest mmap threshold (32 MiB) every one was a fresh
-  // mmap, paged in and zeroed again: 180 s of CPU on a 10 M-event trace against 33 s with freed
-  // blocks kept in the heap for reuse, for 8 % more peak memory (BENCHMARKS.md, Order 12).
+  // mmap, paged in and zeroed again: 180 s of CPU on a 10 M-event trace against 34 s with freed
+  // blocks kept in the heap for reuse, for 6 % more peak memory (BENCHMARKS.md, Order 12).
   mallopt(M_MMAP_MAX, 0);
   mallopt(M_TRIM_THRESHOLD, 1 << 30);
 #endif
