@@ -22,7 +22,7 @@ constexpr size_t kSniffBytes = 64 * 1024;
 
 // Files from this size on (as stored, gzip or not) are read piecewise when they are Kineto JSON:
 // a 10 M-event trace is ~2.5 GB of text, which whole (plus simdjson's index, ~1 byte per byte)
-// would be most of the memory an analysis needs. Smaller files are read whole (faster).
+// would be most of the memory an analysis needs. Smaller files are read whole, as before.
 constexpr uintmax_t kPiecewiseFromBytes = uintmax_t{8} << 20;
 constexpr size_t kPiecewiseBatchBytes = size_t{16} << 20;
 
