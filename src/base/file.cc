@@ -1,6 +1,8 @@
 #include "emo/base/file.h"
 
 #include <libdeflate.h>
+#include <sys/stat.h>
+#include <zlib.h>
 
 #include <cerrno>
 #include <cstdio>
@@ -75,6 +77,97 @@ Result<std::string> MaybeGunzip(const std::string& name, std::string data) {
     return Gunzip(name, data);
   }
   return data;
+}
+
+struct FileChunks::Inflate {
+  z_stream s{};
+  bool initialised = false;
+  ~Inflate() {
+    if (initialised) inflateEnd(&s);
+  }
+};
+
+namespace {
+constexpr size_t kCompressedPiece = size_t{4} << 20;
+}  // namespace
+
+Result<std::unique_ptr<FileChunks>> FileChunks::Open(const std::string& path) {
+  std::unique_ptr<FileChunks> f(new FileChunks());
+  f->path_ = path;
+  f->file_ = std::fopen(path.c_str(), "rb");
+  if (f->file_ == nullptr) return NotFound(fmt::format("{}: cannot open ({})", path, std::strerror(errno)));
+  struct stat st {};
+  if (fstat(fileno(f->file_), &st) == 0) f->file_bytes_ = static_cast<int64_t>(st.st_size);
+  f->in_.resize(kCompressedPiece);
+  f->in_.resize(std::fread(f->in_.data(), 1, f->in_.size(), f->file_));
+  if (std::ferror(f->file_)) return IoError(fmt::format("{}: read failed", path));
+  f->at_eof_ = f->in_.empty();
+  f->gzip_ = f->in_.size() >= 2 && static_cast<unsigned char>(f->in_[0]) == 0x1f &&
+             static_cast<unsigned char>(f->in_[1]) == 0x8b;
+  if (f->gzip_) f->z_ = std::make_unique<Inflate>();
+  return f;
+}
+
+FileChunks::~FileChunks() {
+  if (file_ != nullptr) std::fclose(file_);
+}
+
+Result<size_t> FileChunks::Read(std::string* out, size_t max_bytes) {
+  auto refill = [this]() -> Status {
+    if (in_pos_ < in_.size() || at_eof_) return Status::Ok();
+    in_.resize(kCompressedPiece);
+    in_.resize(std::fread(in_.data(), 1, in_.size(), file_));
+    in_pos_ = 0;
+    if (std::ferror(file_)) return IoError(fmt::format("{}: read failed", path_));
+    at_eof_ = in_.empty();
+    return Status::Ok();
+  };
+  const size_t old = out->size();
+  if (!gzip_) {
+    if (in_pos_ < in_.size()) {  // the bytes read while opening
+      const size_t n = std::min(max_bytes, in_.size() - in_pos_);
+      out->append(in_, in_pos_, n);
+      in_pos_ += n;
+      return n;
+    }
+    out->resize(old + max_bytes);
+    const size_t n = std::fread(out->data() + old, 1, max_bytes, file_);
+    out->resize(old + n);
+    if (std::ferror(file_)) return IoError(fmt::format("{}: read failed", path_));
+    return n;
+  }
+  z_stream& s = z_->s;
+  while (true) {
+    EMO_RETURN_IF_ERROR(refill());
+    if (!member_open_) {
+      // Trailing zero padding after the last member is tolerated, as gzip does.
+      while (in_pos_ < in_.size() && in_[in_pos_] == '\0') ++in_pos_;
+      if (in_pos_ == in_.size()) {
+        if (at_eof_) return size_t{0};
+        continue;
+      }
+      const int rc = z_->initialised ? inflateReset(&s) : inflateInit2(&s, 16 + MAX_WBITS);
+      if (rc != Z_OK) return Internal(fmt::format("{}: zlib could not start inflating", path_));
+      z_->initialised = true;
+      member_open_ = true;
+    }
+    if (in_pos_ == in_.size()) return ParseError(fmt::format("{}: truncated gzip data", path_));
+    out->resize(old + max_bytes);
+    s.next_in = reinterpret_cast<Bytef*>(in_.data() + in_pos_);
+    s.avail_in = static_cast<uInt>(in_.size() - in_pos_);
+    s.next_out = reinterpret_cast<Bytef*>(out->data() + old);
+    s.avail_out = static_cast<uInt>(max_bytes);
+    const int rc = inflate(&s, Z_NO_FLUSH);
+    const size_t produced = max_bytes - s.avail_out;
+    out->resize(old + produced);
+    in_pos_ = in_.size() - s.avail_in;
+    if (rc == Z_STREAM_END) {
+      member_open_ = false;
+    } else if (rc != Z_OK && rc != Z_BUF_ERROR) {
+      return ParseError(fmt::format("{}: corrupt gzip data", path_));
+    }
+    if (produced > 0) return produced;
+  }
 }
 
 Status WriteFile(const std::string& path, const std::string& data) {

@@ -109,6 +109,13 @@ class TraceBuilder {
   // Applies what can only be applied at the end (baseTimeNanoseconds, thread names, the
   // flow check), sorts the tables (Trace::Finalize) and hands the Trace over.
   Trace Finish();
+  // Drops what refers into the current document's text (the thread cache), before the next
+  // document of one trace is parsed into the same buffer (kineto_json_stream.cc).
+  void ForgetTokens() {
+    last_pid_ = {};
+    last_tid_ = {};
+    last_thread_ = ThreadId();
+  }
 
  private:
   // One traceEvents element and its args (kineto_json_events.cc).

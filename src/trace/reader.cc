@@ -4,11 +4,13 @@
 
 #include <algorithm>
 #include <cctype>
+#include <filesystem>
 #include <string>
 
 #include "emo/base/file.h"
 #include "emo_trace_reader.h"
 #include "kineto_json_reader.h"
+#include "kineto_json_stream.h"
 
 namespace emo::trace {
 namespace {
@@ -17,6 +19,24 @@ namespace {
 // traceEvents within the first few KiB, but some tools put their own metadata object first
 // (TraceLens traces: 26 KiB of it), so the window is generous; it costs a memmem.
 constexpr size_t kSniffBytes = 64 * 1024;
+
+// Files from this size on (as stored, gzip or not) are read piecewise when they are Kineto JSON:
+// a 10 M-event trace is ~2.5 GB of text, which whole (plus simdjson's index, ~1 byte per byte)
+// would be most of the memory an analysis needs. Smaller files are read whole, as before.
+constexpr uintmax_t kPiecewiseFromBytes = uintmax_t{8} << 20;
+constexpr size_t kPiecewiseBatchBytes = size_t{16} << 20;
+
+// The first kSniffBytes of `path`, decompressed; empty when it cannot be read.
+std::string HeadOf(const std::string& path) {
+  std::string head;
+  auto file = FileChunks::Open(path);
+  if (!file.ok()) return head;
+  while (head.size() < kSniffBytes) {
+    auto got = (*file)->Read(&head, kSniffBytes - head.size());
+    if (!got.ok() || *got == 0) break;
+  }
+  return head;
+}
 
 bool IsSpace(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r'; }
 
@@ -71,6 +91,17 @@ const std::vector<std::unique_ptr<Reader>>& Readers() {
 }
 
 Result<Trace> ReadTrace(const std::string& path) {
+  std::error_code ec;
+  if (std::filesystem::file_size(path, ec) >= kPiecewiseFromBytes && !ec) {
+    const std::string head = HeadOf(path);
+    for (const auto& reader : Readers()) {
+      if (!reader->Sniff(head)) continue;
+      if (reader->Name() == "kineto-json") {
+        if (auto trace = ReadKinetoJsonPiecewise(path, kPiecewiseBatchBytes)) return std::move(*trace);
+      }
+      break;  // another format, or a file left to the whole reader (which words its errors)
+    }
+  }
   EMO_ASSIGN_OR_RETURN(std::string data, ReadFileMaybeGzip(path));
   return ReadTraceData(path, std::move(data));
 }
