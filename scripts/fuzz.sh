@@ -70,7 +70,7 @@ summary=$OUT/summary.md
     read -r rc start end <"$OUT/logs/$t.time"
     execs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$OUT/logs/$t.log" | tail -1)
     secs=$(awk -v a="$start" -v b="$end" 'BEGIN { printf "%.0f", b - a }')
-    rate=$(awk -v n="${execs:-0}" -v s="$secs" 'BEGIN { printf "%.0f", s > 0 ? n / s : 0 }')
+    rate=$(awk -v n="${execs:-0}" -v s="$secs" 'BEGIN { printf "%.0f", (s > 0 ? n / s : 0) }')
     # libFuzzer stops at the first failure and saves its input as crash-, leak-, timeout- or oom-.
     crashes=$(find "$OUT/artifacts/$t" -type f -newer "$OUT/logs/$t.stamp" \
                 \( -name 'crash-*' -o -name 'leak-*' -o -name 'timeout-*' -o -name 'oom-*' \) | wc -l)
