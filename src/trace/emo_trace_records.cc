@@ -271,11 +271,13 @@ RunMeasurement MeasureRun(const EmoRecords& r) {
   // step) before the step loop supersedes it; iterations of one loop share their period
   // (`launches`). Keep the loop of the traced window, or else the one that took most time.
   if (m.iteration_source == "launch_period" && !its.empty()) {
-    std::map<uint32_t, TimeNs> time_of;
+    // Summed in double: exact for any real run (< 2^53 ns, 104 days), and a damaged file's
+    // spans (each fits in int64) cannot overflow the sum.
+    std::map<uint32_t, double> time_of;
     uint32_t loop = 0;
     bool from_window = false;
     for (const auto& it : its) {
-      time_of[it.launches] += it.end_ns - it.start_ns;
+      time_of[it.launches] += static_cast<double>(it.end_ns - it.start_ns);
       if (it.traced != 0) {
         loop = it.launches;  // the last window's
         from_window = true;
