@@ -64,7 +64,7 @@ summary=$OUT/summary.md
   echo
   echo "$(date -u '+%F %T UTC'): RUNS=$RUNS MAX_TIME=$MAX_TIME PARALLEL=$PARALLEL"
   echo
-  echo "| target | executions | seconds | exec/s | crashes | corpus |"
+  echo "| target | executions | seconds | exec/s | crashes | corpus units |"
   echo "|---|---:|---:|---:|---:|---:|"
   for t in "${TARGETS[@]}"; do
     read -r rc start end <"$OUT/logs/$t.time"
@@ -75,8 +75,9 @@ summary=$OUT/summary.md
     crashes=$(find "$OUT/artifacts/$t" -type f -newer "$OUT/logs/$t.stamp" \
                 \( -name 'crash-*' -o -name 'leak-*' -o -name 'timeout-*' -o -name 'oom-*' \) | wc -l)
     if [[ $rc -ne 0 && $crashes -eq 0 ]]; then crashes=1; fi
-    corpus=$(find "$OUT/corpus/$t" -type f | wc -l)
-    echo "| $t | ${execs:-0} | $secs | $rate | $crashes | $corpus |"
+    # libFuzzer's own count of the corpus it kept (the folder also holds inputs since reduced).
+    corpus=$(grep -oE 'corp: [0-9]+' "$OUT/logs/$t.log" | tail -1 | cut -d' ' -f2)
+    echo "| $t | ${execs:-0} | $secs | $rate | $crashes | ${corpus:-0} |"
     if [[ $rc -ne 0 || $crashes -ne 0 || ${execs:-0} -lt $RUNS ]]; then status=1; fi
   done
 } | tee -a "$summary"
