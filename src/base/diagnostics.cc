@@ -91,7 +91,8 @@ constexpr std::array<DiagnosticSpec, static_cast<size_t>(Diag::kCount)> kDiagnos
      "activity records the tracer lost (CUPTI's buffers or EMO's buffer pool were full): the graph misses "
      "events; raise EMO_TRACE_BUFFER_MIB or trace fewer iterations"},
     {Diag::kEmoRecordSkipped, "emo_record_skipped", Severity::kInfo,
-     "EMO trace records of a type this reader does not know (a newer writer), skipped"},
+     "EMO trace records of a type this reader does not know (a newer writer), or damaged (a size past "
+     "their chunk, an end_ns - start_ns beyond 64 bits), skipped"},
     {Diag::kDuplicateEvent, "duplicate_event", Severity::kWarning,
      "a GPU op or CUDA API call identical to an earlier one (same correlation, times, name, stream or thread: "
      "the same event written twice, as when traces are concatenated); the copy is dropped"},

@@ -17,6 +17,9 @@
 namespace emo {
 namespace {
 
+// The most a deflate stream expands: a 258-byte match per 2 bits of input at best.
+constexpr size_t kMaxDeflateRatio = 1032;
+
 // gzip with libdeflate (2-3x faster than zlib's inflate on trace JSON); concatenated gzip
 // members are decompressed one after the other. The output is sized from the last member's
 // ISIZE trailer (size mod 2^32), grown on demand.
@@ -31,8 +34,10 @@ Result<std::string> Gunzip(const std::string& path, const std::string& compresse
     const auto* p = reinterpret_cast<const unsigned char*>(compressed.data() + compressed.size() - 4);
     const size_t isize = size_t{p[0]} | size_t{p[1]} << 8 | size_t{p[2]} << 16 | size_t{p[3]} << 24;
     // Spare room past the end: a parser that reads a padding past the data (simdjson needs
-    // 64 bytes) then grows the string in place instead of copying the whole trace.
-    guess = std::max(guess, isize + 4096);
+    // 64 bytes) then grows the string in place instead of copying the whole trace. The trailer
+    // of a cut or damaged file is any 4 bytes (up to 4 GiB): deflate expands at most 1032:1, so
+    // no more is allocated (and zeroed) up front than the input can decompress to.
+    guess = std::max(guess, std::min(isize, compressed.size() * kMaxDeflateRatio) + 4096);
   }
   std::string out(guess, '\0');
   size_t in_pos = 0, out_pos = 0;

@@ -148,7 +148,8 @@ std::vector<size_t> DependencyCuts(const DeviceOps& d, const PackOptions& o) {
   }
   size_t alive = seg.size();
   while (!short_ones.empty() && alive > 1) {
-    const auto [len, s] = short_ones.top();
+    const auto [len, top] = short_ones.top();
+    const size_t s = top;  // a copy: clang before 16 cannot capture a structured binding (score)
     short_ones.pop();
     if (!seg[s].alive || length(s) != len) continue;  // merged away or grown since
     const size_t a = seg[s].prev, b = seg[s].next;

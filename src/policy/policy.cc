@@ -58,10 +58,11 @@ void AddGpus(const opt::PlannedTrace& pt, json& gpus) {
     // next iteration's first pack follows the last (its switch_call plus an iteration's calls).
     // The same for the GPU anchors (a pack without one switches at its launch call).
     const auto n = static_cast<int64_t>(anchors.calls_per_iteration);
+    const size_t packs_n = planned.size();  // clang before 16 cannot capture a structured binding
     auto sharing = [&](const std::vector<int64_t>& calls) {
       size_t count = 0;
-      for (size_t i = 1; i <= planned.size() && planned.size() > 1; ++i) {
-        const int64_t at = i < planned.size() ? calls[i] : calls[0] + n;
+      for (size_t i = 1; i <= packs_n && packs_n > 1; ++i) {
+        const int64_t at = i < packs_n ? calls[i] : calls[0] + n;
         count += at <= calls[i - 1];
       }
       return count;

@@ -131,7 +131,11 @@ Result<RunGpu> ReadGpu(const json& g, const std::string& path, const std::string
 Result<RunPolicy> ReadRunPolicy(const std::string& path) {
   auto text = ReadFileMaybeGzip(path);
   if (!text.ok()) return text.status();
-  const json j = json::parse(*text, nullptr, /*allow_exceptions=*/false);
+  return ParseRunPolicy(*text, path);
+}
+
+Result<RunPolicy> ParseRunPolicy(std::string_view text, const std::string& path) {
+  const json j = json::parse(text, nullptr, /*allow_exceptions=*/false);
   if (j.is_discarded()) return InvalidArgument(fmt::format("{} is not JSON: not an EMO clock policy", path));
   if (!j.is_object() || !j.contains("emo_policy_version")) {
     return InvalidArgument(

@@ -245,7 +245,9 @@ class Builder {
         l.block[i] = k.block[i];
       }
       l.registers_per_thread = k.registers_per_thread;
-      l.shared_memory = k.static_shared_memory + k.dynamic_shared_memory;
+      // Summed in 64 bits; a sum no GPU has (negative or past int32: damage) reads as unknown (0).
+      const int64_t shared = int64_t{k.static_shared_memory} + k.dynamic_shared_memory;
+      l.shared_memory = shared >= 0 && shared <= INT32_MAX ? static_cast<int32_t>(shared) : 0;
       PushGpu(GpuKind::kKernel, Str(k.name), k.device, k.stream, k.start_ns, k.end_ns, k.correlation, l, 0,
               k.graph_id);
     }

@@ -11,11 +11,18 @@ namespace {
 
 namespace ef = emo_format;
 
+// Appends the record; false (not appended) for damage no writer produces: a record whose
+// end_ns - start_ns does not fit in 64 bits, which every later step would overflow on.
 template <typename T>
-void Decode(const unsigned char* body, size_t size, std::vector<T>* out) {
+bool Decode(const unsigned char* body, size_t size, std::vector<T>* out) {
   T record;
   ef::GetRecord(body, size, &record);
+  if constexpr (requires { record.end_ns - record.start_ns; }) {
+    int64_t span = 0;
+    if (__builtin_sub_overflow(record.end_ns, record.start_ns, &span)) return false;
+  }
   out->push_back(record);
+  return true;
 }
 
 std::string ToString(const std::map<std::string, std::string>& meta, const char* key, std::string fallback) {
@@ -105,22 +112,24 @@ void EmoRecords::Add(ef::ChunkKind kind, std::string_view payload) {
         const unsigned char* body = p + at;
         at += h.size;
         ++total_records;
+        bool kept = true;
         switch (static_cast<ef::RecordType>(h.type)) {
-          case ef::RecordType::kApi: Decode(body, h.size, &api); break;
-          case ef::RecordType::kKernel: Decode(body, h.size, &kernels); break;
-          case ef::RecordType::kMemcpy: Decode(body, h.size, &memcpys); break;
-          case ef::RecordType::kMemset: Decode(body, h.size, &memsets); break;
-          case ef::RecordType::kSync: Decode(body, h.size, &syncs); break;
-          case ef::RecordType::kCudaEvent: Decode(body, h.size, &events); break;
-          case ef::RecordType::kExternalCorr: Decode(body, h.size, &external); break;
-          case ef::RecordType::kRange: Decode(body, h.size, &ranges); break;
-          case ef::RecordType::kIteration: Decode(body, h.size, &iterations); break;
-          case ef::RecordType::kEnergy: Decode(body, h.size, &energy); break;
-          case ef::RecordType::kPower: Decode(body, h.size, &power); break;
-          case ef::RecordType::kDropped: Decode(body, h.size, &dropped); break;
-          case ef::RecordType::kGpu: Decode(body, h.size, &gpus); break;
-          default: ++skipped; break;
+          case ef::RecordType::kApi: kept = Decode(body, h.size, &api); break;
+          case ef::RecordType::kKernel: kept = Decode(body, h.size, &kernels); break;
+          case ef::RecordType::kMemcpy: kept = Decode(body, h.size, &memcpys); break;
+          case ef::RecordType::kMemset: kept = Decode(body, h.size, &memsets); break;
+          case ef::RecordType::kSync: kept = Decode(body, h.size, &syncs); break;
+          case ef::RecordType::kCudaEvent: kept = Decode(body, h.size, &events); break;
+          case ef::RecordType::kExternalCorr: kept = Decode(body, h.size, &external); break;
+          case ef::RecordType::kRange: kept = Decode(body, h.size, &ranges); break;
+          case ef::RecordType::kIteration: kept = Decode(body, h.size, &iterations); break;
+          case ef::RecordType::kEnergy: kept = Decode(body, h.size, &energy); break;
+          case ef::RecordType::kPower: kept = Decode(body, h.size, &power); break;
+          case ef::RecordType::kDropped: kept = Decode(body, h.size, &dropped); break;
+          case ef::RecordType::kGpu: kept = Decode(body, h.size, &gpus); break;
+          default: kept = false; break;
         }
+        if (!kept) ++skipped;
       }
       return;
     }
@@ -264,11 +273,13 @@ RunMeasurement MeasureRun(const EmoRecords& r) {
   // step) before the step loop supersedes it; iterations of one loop share their period
   // (`launches`). Keep the loop of the traced window, or else the one that took most time.
   if (m.iteration_source == "launch_period" && !its.empty()) {
-    std::map<uint32_t, TimeNs> time_of;
+    // Summed in double: exact for any real run (< 2^53 ns, 104 days), and a damaged file's
+    // spans (each fits in int64) cannot overflow the sum.
+    std::map<uint32_t, double> time_of;
     uint32_t loop = 0;
     bool from_window = false;
     for (const auto& it : its) {
-      time_of[it.launches] += it.end_ns - it.start_ns;
+      time_of[it.launches] += static_cast<double>(it.end_ns - it.start_ns);
       if (it.traced != 0) {
         loop = it.launches;  // the last window's
         from_window = true;

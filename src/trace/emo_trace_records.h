@@ -31,7 +31,7 @@ struct EmoRecords {
   std::vector<emo_format::DroppedRecord> dropped;
   std::vector<emo_format::GpuRecord> gpus;
   uint64_t total_records = 0;
-  uint64_t skipped = 0;    // unknown record types or sizes past the payload
+  uint64_t skipped = 0;    // unknown record types, sizes past the payload, time spans past 64 bits
   bool complete = false;   // the end chunk was read
   std::string end_note;    // where and why reading stopped, "" for a whole file
 

@@ -4,6 +4,7 @@
 
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "emo/base/status.h"
@@ -52,5 +53,7 @@ struct RunPolicy {
 // Reads and checks a policy written by `emo optimize --policy`. Refuses what is not a policy,
 // a version this emo does not follow, and plans with nothing to anchor their packs to.
 Result<RunPolicy> ReadRunPolicy(const std::string& path);
+// The same for a policy already in memory (decompressed); `path` names it in errors.
+Result<RunPolicy> ParseRunPolicy(std::string_view text, const std::string& path);
 
 }  // namespace emo::policy
