@@ -180,6 +180,11 @@ void TraceWriter::AddMeta(std::string text) {
   Push(std::move(item));
 }
 
+TraceWriter::~TraceWriter() {
+  if (thread_.joinable()) thread_.join();
+  for (uint8_t* b : free_buffers_) std::free(b);
+}
+
 void TraceWriter::Finish(std::string end_meta, bool clean) {
   {
     std::lock_guard<std::mutex> lock(mutex_);

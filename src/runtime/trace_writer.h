@@ -43,6 +43,9 @@ class TraceWriter {
   };
 
   TraceWriter() = default;
+  // Frees the pool's buffers. Only after Finish, with every buffer handed back (a block session's
+  // writer, after its flush; the process-long session's writer is never destroyed).
+  ~TraceWriter();
   TraceWriter(const TraceWriter&) = delete;
   TraceWriter& operator=(const TraceWriter&) = delete;
 
