@@ -100,7 +100,6 @@ constexpr CUpti_ActivityKind kApiActivityKinds[] = {
 // generation t_launch_generation; and inside runtime anchor calls.
 thread_local int t_runtime_launch_depth = 0;
 thread_local uint32_t t_launch_generation = 0;
-thread_local uint32_t t_launch_session = 0;
 thread_local int t_runtime_anchor_depth = 0;
 thread_local uint32_t t_anchor_session = 0;
 // `emo run` (Tracer::AfterLaunch): the launch in progress on this thread as the application
@@ -386,6 +385,9 @@ bool Tracer::Start(const InjectConfig& config, std::string* error, Begin begin) 
   config_ = config;
   begin_ = begin;
   session_ = sessions_.fetch_add(1) + 1;
+  // Each session's launch generations are its own, so a thread's nesting depth from an earlier
+  // session is reset by the generation check alone (OnLaunch).
+  launch_generation_.store(session_ << 16, std::memory_order_relaxed);
   pid_ = static_cast<int>(getpid());
   clock_ = ReadClockReference();
   driver_.Load();
@@ -603,10 +605,8 @@ void CUPTIAPI Tracer::OnCallback(void* userdata, CUpti_CallbackDomain domain, CU
 // allocation: a timestamp and one push into the ring.
 void Tracer::OnLaunch(CUpti_CallbackDomain domain, CUpti_CallbackId cbid, const CUpti_CallbackData* data) {
   if (t_in_emo_call) return;  // a spin or event the follower launched or recorded
-  if (const uint32_t g = launch_generation_.load(std::memory_order_relaxed);
-      g != t_launch_generation || t_launch_session != session_) {
+  if (const uint32_t g = launch_generation_.load(std::memory_order_relaxed); g != t_launch_generation) {
     t_launch_generation = g;
-    t_launch_session = session_;
     t_runtime_launch_depth = 0;
   }
   // A runtime launch made inside another (__cudaLaunchKernel calling cudaLaunchKernel) is the
