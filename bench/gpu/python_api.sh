@@ -5,7 +5,8 @@
 # same timed region, and `emo monitor` around the whole program; and emo.analyze against the
 # emo binary on the example trace. Reads only: no clock or limit is set.
 #
-#   OUT=DIR [EMO=build/device/bin/emo] [PY=/opt/torch/.venv/bin/python] [PARTS="monitor trace ab"] bash bench/gpu/python_api.sh
+#   OUT=DIR [EMO=build/device/bin/emo] [PY=/opt/torch/.venv/bin/python] [PARTS="monitor trace ab stretch"] \
+#     bash bench/gpu/python_api.sh
 set -uo pipefail
 OUT=${OUT:?set OUT to a folder for the results}
 EMO=${EMO:-build/device/bin/emo}
@@ -51,7 +52,9 @@ done
 # GPU, record counts, and the analysis' graph size, busy share and iteration times.
 # What each way costs the program: the loops' own median step time plain, with emo.trace around
 # the timed region, and under `emo trace`, in AB_ROUNDS rounds (default 4) whose order rotates
-# (trace_ab.json: loop -> way -> the rounds' medians, ms). AB_LOOPS="train_loop.py:50" picks loops.
+# (trace_ab.json: loop -> way -> the rounds' medians, ms). AB_LOOPS="train_loop.py:50" picks loops,
+# AB_STEPS the steps per run (default 300; a block detaches CUPTI 2 s after its window, so runs
+# much longer than 2 s show the steps after the detach in the median).
 if [[ "$parts" == *" ab "* ]]; then
   ab=$(mktemp -d)
   ways=(plain block cli)
@@ -59,7 +62,7 @@ if [[ "$parts" == *" ab "* ]]; then
     for loop in ${AB_LOOPS:-train_loop.py:50 decode_loop.py:40}; do
       loop=${loop/:/ }
       script=${loop%% *}
-      args=(bench/gpu/$script --steps 300 --warmup "${loop##* }" --no-step-list)
+      args=(bench/gpu/$script --steps "${AB_STEPS:-300}" --warmup "${loop##* }" --no-step-list)
       for k in 0 1 2; do
         way=${ways[$(((round + k) % 3))]}
         case $way in
@@ -87,6 +90,41 @@ for loop, ways in rows.items():
         print(f"| {loop} | {way} | {', '.join(f'{x:.2f}' for x in v)} | {m:.2f} | {100 * (m / base - 1):+.1f} % |")
 PY
   rm -rf "$ab"
+fi
+# Where in a block the cost lies: the train loop's step times by stretch of its timed region
+# (1000 steps: the block's loop finding and window in the first ~30, the 2 s until CUPTI detaches
+# after them, then the rest), plain and with the block (--emo-trace-warmup 10), STRETCH_ROUNDS
+# rounds (default 2) alternating; trace_stretch.json: way -> round -> stretch -> median ms.
+if [[ "$parts" == *" stretch "* ]]; then
+  st=$(mktemp -d)
+  for round in $(seq 1 "${STRETCH_ROUNDS:-2}"); do
+    for way in plain block; do
+      extra=()
+      [[ $way == block ]] && extra=(--emo-trace "$st/b.emotrace" --emo-trace-warmup 10)
+      "$PY" bench/gpu/train_loop.py --steps 1050 --warmup 50 "${extra[@]}" 2>>"$OUT/log.txt" |
+        grep '"workload"' | sed "s/^/$way $round /" >>"$st/rows.txt"
+      rm -f "$st"/*.emotrace
+    done
+  done
+  python3 - "$st/rows.txt" "$OUT/trace_stretch.json" <<'PY'
+import json, statistics, sys
+stretches = [(0, 30), (30, 100), (100, 200), (200, 400), (400, 1000)]
+result = {}
+for line in open(sys.argv[1]):
+    way, rnd, j = line.split(" ", 2)
+    d = json.loads(j)
+    timed = d["step_ms"][d["warmup_steps"]:]
+    result.setdefault(way, {})[rnd] = {f"{a}-{b}": statistics.median(timed[a:b]) for a, b in stretches}
+    if "emo_trace" in d:
+        result[way][rnd]["summary"] = {k: d["emo_trace"].get(k) for k in ("step_time_ms", "iterations", "end_reason", "cupti_detaches", "records")}
+json.dump(result, open(sys.argv[2], "w"), indent=1)
+print("| way | round | " + " | ".join(f"steps {a}-{b}" for a, b in stretches) + " |")
+print("|---|---|" + "---|" * len(stretches))
+for way, rounds in result.items():
+    for rnd, v in rounds.items():
+        print(f"| {way} | {rnd} | " + " | ".join(f"{v[f'{a}-{b}']:.2f}" for a, b in stretches) + " |")
+PY
+  rm -rf "$st"
 fi
 [[ "$parts" == *" trace "* ]] || exit 0
 traces=$(mktemp -d)
@@ -124,6 +162,7 @@ def row(program, summary, analysis):
             "traced_step_ms": summary.get("step_time_ms", {}).get("traced"),
             "iterations": summary.get("iterations"), "records": summary.get("records"),
             "session": summary.get("session"), "end_reason": summary.get("end_reason"),
+            "cupti_detaches": summary.get("cupti_detaches"),
             "energy_per_iteration_j": energy,
             "mean_power_w": energy * n / window_s if energy and window_s else None,
             "analyze_iteration_time_us": analysis.get("iteration_time_us"),

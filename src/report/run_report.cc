@@ -155,6 +155,7 @@ nlohmann::json RunToJson(const std::string& path, const trace::Trace& t) {
   j["end_note"] = r.end_note;
   j["end_reason"] = r.end_reason;
   j["session"] = r.session;
+  j["cupti_detaches"] = r.cupti_detaches;
   j["iterations"] = {{"found", r.iterations},
                      {"source", r.iteration_source},
                      {"anchor", r.iteration_anchor.empty() ? nlohmann::json(nullptr) : nlohmann::json(r.iteration_anchor)},

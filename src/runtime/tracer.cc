@@ -97,11 +97,12 @@ constexpr CUpti_ActivityKind kApiActivityKinds[] = {
 };
 
 // Thread-local: how deep this thread is inside runtime launch calls, as of launch-callback
-// generation t_launch_generation; and inside runtime anchor calls.
+// generation t_launch_generation; and inside runtime anchor calls, as of CUPTI attachment
+// t_anchor_generation.
 thread_local int t_runtime_launch_depth = 0;
 thread_local uint32_t t_launch_generation = 0;
 thread_local int t_runtime_anchor_depth = 0;
-thread_local uint32_t t_anchor_session = 0;
+thread_local uint32_t t_anchor_generation = 0;
 // `emo run` (Tracer::AfterLaunch): the launch in progress on this thread as the application
 // counts them, the stream of the latest driver launch, and whether the thread is making a call of
 // the follower's own (a spin launch, an event record).
@@ -137,6 +138,27 @@ constexpr std::array<bool, Size> Membership(const CUpti_CallbackId (&ids)[N]) {
 }
 constexpr auto kIsRuntimeAnchor = Membership<CUPTI_RUNTIME_TRACE_CBID_SIZE>(kRuntimeAnchors);
 constexpr auto kIsDriverAnchor = Membership<CUPTI_DRIVER_TRACE_CBID_SIZE>(kDriverAnchors);
+// The anchor calls that return only when the work before them is done: at their exit a block
+// session may detach CUPTI without losing a record of the window (Tracer::RequestDetach).
+constexpr CUpti_CallbackId kRuntimeWaits[] = {
+    CUPTI_RUNTIME_TRACE_CBID_cudaMemcpy_v3020,          CUPTI_RUNTIME_TRACE_CBID_cudaMemcpy_ptds_v7000,
+    CUPTI_RUNTIME_TRACE_CBID_cudaStreamSynchronize_v3020, CUPTI_RUNTIME_TRACE_CBID_cudaStreamSynchronize_ptsz_v7000,
+    CUPTI_RUNTIME_TRACE_CBID_cudaEventSynchronize_v3020, CUPTI_RUNTIME_TRACE_CBID_cudaDeviceSynchronize_v3020,
+};
+constexpr CUpti_CallbackId kDriverWaits[] = {
+    CUPTI_DRIVER_TRACE_CBID_cuMemcpy,           CUPTI_DRIVER_TRACE_CBID_cuMemcpyDtoH_v2,
+    CUPTI_DRIVER_TRACE_CBID_cuMemcpyDtoH_v2_ptds, CUPTI_DRIVER_TRACE_CBID_cuStreamSynchronize,
+    CUPTI_DRIVER_TRACE_CBID_cuStreamSynchronize_ptsz, CUPTI_DRIVER_TRACE_CBID_cuEventSynchronize,
+    CUPTI_DRIVER_TRACE_CBID_cuCtxSynchronize,
+};
+constexpr auto kIsRuntimeWait = Membership<CUPTI_RUNTIME_TRACE_CBID_SIZE>(kRuntimeWaits);
+constexpr auto kIsDriverWait = Membership<CUPTI_DRIVER_TRACE_CBID_SIZE>(kDriverWaits);
+
+bool IsWait(CUpti_CallbackDomain domain, CUpti_CallbackId cbid) {
+  const auto& member = domain == CUPTI_CB_DOMAIN_RUNTIME_API ? std::span<const bool>(kIsRuntimeWait)
+                                                             : std::span<const bool>(kIsDriverWait);
+  return cbid < member.size() && member[cbid];
+}
 
 bool IsAnchor(CUpti_CallbackDomain domain, CUpti_CallbackId cbid) {
   const auto& member = domain == CUPTI_CB_DOMAIN_RUNTIME_API ? std::span<const bool>(kIsRuntimeAnchor)
@@ -388,6 +410,7 @@ bool Tracer::Start(const InjectConfig& config, std::string* error, Begin begin) 
   // Each session's launch generations are its own, so a thread's nesting depth from an earlier
   // session is reset by the generation check alone (OnLaunch).
   launch_generation_.store(session_ << 16, std::memory_order_relaxed);
+  attach_generation_.store(session_ << 16, std::memory_order_relaxed);
   pid_ = static_cast<int>(getpid());
   clock_ = ReadClockReference();
   driver_.Load();
@@ -404,22 +427,7 @@ bool Tracer::Start(const InjectConfig& config, std::string* error, Begin begin) 
   // before initializing CUDA keeps its ranges to itself (meta nvtx.injection says what was set).
   if (const std::string cupti = CuptiLibraryPath(); !cupti.empty()) setenv("NVTX_INJECTION64_PATH", cupti.c_str(), 0);
 
-  CUpti_SubscriberParams params{};
-  params.structSize = CUpti_SubscriberParams_STRUCT_SIZE;
-  params.subscriberName = "EMO trace";
-  char previous[CUPTI_OLD_SUBSCRIBER_NAME_MIN_LEN] = {};
-  params.oldSubscriberName = previous;
-  params.oldSubscriberSize = sizeof(previous);
-  const CUptiResult subscribed = cuptiSubscribe_v2(&subscriber_, &Tracer::OnCallback, this, &params);
-  if (subscribed != CUPTI_SUCCESS) {
-    *error = std::string("cannot attach to CUDA (cuptiSubscribe_v2: ") + CuptiResultString(subscribed) + ")";
-    if (previous[0] != '\0') {
-      *error += "; CUPTI is already used by " + std::string(previous);
-    } else if (subscribed == CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED) {
-      *error += "; another profiler (Nsight, the PyTorch profiler) holds CUPTI";
-    }
-    return false;
-  }
+  if (!Subscribe(error)) return false;
   int fd = -1;
   if (!OpenOutput(&path_, &fd, error)) {
     EMO_CUPTI_OK(cuptiUnsubscribe(subscriber_));
@@ -458,13 +466,8 @@ bool Tracer::Start(const InjectConfig& config, std::string* error, Begin begin) 
   };
   current_.store(this, std::memory_order_release);
   if (config_.mode == TraceMode::kTrace) {
-    if (!EMO_CUPTI_OK(cuptiActivityRegisterCallbacks(&Tracer::OnBufferRequested, &Tracer::OnBufferCompleted))) {
-      return fail("cannot receive CUPTI activity records (cuptiActivityRegisterCallbacks failed)");
-    }
-    // Both only refine the records; tracing goes on without them.
-    EMO_CUPTI_OK(cuptiActivityEnableCudaEventDeviceTimestamps(1));
-    // Off: no records for event/stream queries that found the work unfinished (polling).
-    EMO_CUPTI_OK(cuptiActivityEnableAllSyncRecords(0));
+    if (!RegisterActivityBuffers()) return fail("cannot receive CUPTI activity records (cuptiActivityRegisterCallbacks failed)");
+    activity_buffers_registered_ = true;
   }
   if (!EnableCallbacks(error)) return fail(*error);
   writer_.AddMeta(StartMeta(path_));
@@ -480,6 +483,35 @@ bool Tracer::Start(const InjectConfig& config, std::string* error, Begin begin) 
   if (config_.mode == TraceMode::kTrace) SetActivities(true);
   if (clock_follower_) clock_follower_->Start(&driver_);
   control_ = std::thread([this] { ControlLoop(); });
+  return true;
+}
+
+bool Tracer::Subscribe(std::string* error) {
+  CUpti_SubscriberParams params{};
+  params.structSize = CUpti_SubscriberParams_STRUCT_SIZE;
+  params.subscriberName = "EMO trace";
+  char previous[CUPTI_OLD_SUBSCRIBER_NAME_MIN_LEN] = {};
+  params.oldSubscriberName = previous;
+  params.oldSubscriberSize = sizeof(previous);
+  const CUptiResult subscribed = cuptiSubscribe_v2(&subscriber_, &Tracer::OnCallback, this, &params);
+  if (subscribed == CUPTI_SUCCESS) return true;
+  *error = std::string("cannot attach to CUDA (cuptiSubscribe_v2: ") + CuptiResultString(subscribed) + ")";
+  if (previous[0] != '\0') {
+    *error += "; CUPTI is already used by " + std::string(previous);
+  } else if (subscribed == CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED) {
+    *error += "; another profiler (Nsight, the PyTorch profiler) holds CUPTI";
+  }
+  return false;
+}
+
+bool Tracer::RegisterActivityBuffers() {
+  if (!EMO_CUPTI_OK(cuptiActivityRegisterCallbacks(&Tracer::OnBufferRequested, &Tracer::OnBufferCompleted))) {
+    return false;
+  }
+  // Both only refine the records; tracing goes on without them.
+  EMO_CUPTI_OK(cuptiActivityEnableCudaEventDeviceTimestamps(1));
+  // Off: no records for event/stream queries that found the work unfinished (polling).
+  EMO_CUPTI_OK(cuptiActivityEnableAllSyncRecords(0));
   return true;
 }
 
@@ -589,6 +621,11 @@ void CUPTIAPI Tracer::OnCallback(void* userdata, CUpti_CallbackDomain domain, CU
       } else {
         tracer->OnLaunch(domain, cbid, static_cast<const CUpti_CallbackData*>(data));
       }
+      if (const int detach = tracer->detach_requested_.load(std::memory_order_relaxed);
+          detach != kDetachNone && static_cast<const CUpti_CallbackData*>(data)->callbackSite == CUPTI_API_EXIT &&
+          (detach == kDetachAtAnyExit || IsWait(domain, cbid))) {
+        tracer->DetachAtApiExit();
+      }
       return;
     case CUPTI_CB_DOMAIN_RESOURCE:
       tracer->OnResource(cbid, static_cast<const CUpti_ResourceData*>(data));
@@ -644,8 +681,8 @@ void Tracer::AfterLaunch(CUpti_CallbackDomain domain, CUpti_CallbackId cbid, con
 // An anchor call: as cheap as a launch, and as rare as the program's syncs and copies. A
 // driver call made inside a runtime one (cudaMemcpyAsync calling cuMemcpyAsync) is the same call.
 void Tracer::OnAnchor(CUpti_CallbackDomain domain, CUpti_CallbackId cbid, const CUpti_CallbackData* data) {
-  if (t_anchor_session != session_) {
-    t_anchor_session = session_;
+  if (const uint32_t g = attach_generation_.load(std::memory_order_relaxed); g != t_anchor_generation) {
+    t_anchor_generation = g;
     t_runtime_anchor_depth = 0;
   }
   if (!OutermostEntry(domain, data, t_runtime_anchor_depth)) return;
@@ -746,6 +783,10 @@ void Tracer::SetActivityKinds(const CUpti_ActivityKind* kinds, size_t n, bool on
 
 void Tracer::SetActivities(bool on, bool api_too) {
   if (on && writer_failed_) return;
+  if (on && !activity_buffers_registered_) {
+    if (!RegisterActivityBuffers()) return;  // reported; the window goes untraced
+    activity_buffers_registered_ = true;
+  }
   const bool gpu_change = on != activities_on_;
   const bool api_change = on ? !api_on_ : (api_too && api_on_);
   if (!gpu_change && !api_change) return;
@@ -757,6 +798,7 @@ void Tracer::SetActivities(bool on, bool api_too) {
   }
   if (on) {
     ever_traced_.store(true, std::memory_order_release);
+    traced_since_attach_.store(true, std::memory_order_release);
     if (!api_change) return;
     // Enabling RUNTIME and DRIVER turned every API on; these calls turn the noisy ones off
     // again (the order matters: an enable of the kind overrides earlier per-API settings).
@@ -785,10 +827,16 @@ void Tracer::Shutdown(const char* reason) {
   }
   control_wake_.notify_one();
   if (control_.joinable()) control_.join();
-  // The control thread has stopped: its state is this thread's now.
+  // The control thread has stopped: its state is this thread's now. A detach asked for and not
+  // yet made is called off; one made and not yet followed by a new subscription left nothing
+  // subscribed.
+  std::unique_lock<std::mutex> detach_lock(detach_mutex_);
+  detach_requested_.store(kDetachNone, std::memory_order_relaxed);
+  const bool attached = !detached_.load(std::memory_order_acquire);
   if (activities_on_ || api_on_) SetActivities(false, /*api_too=*/true);
-  if (ever_traced_.load()) EMO_CUPTI_OK(cuptiActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED));
-  EMO_CUPTI_OK(cuptiUnsubscribe(subscriber_));
+  if (attached && traced_since_attach_.load()) EMO_CUPTI_OK(cuptiActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED));
+  if (attached) EMO_CUPTI_OK(cuptiUnsubscribe(subscriber_));
+  detach_lock.unlock();
   // The clock goes back to the default before the slow parts of the exit.
   const std::string run_meta = clock_follower_ ? clock_follower_->Stop() : std::string();
   gpus_.Stop();
@@ -806,6 +854,8 @@ void Tracer::Shutdown(const char* reason) {
     put("launch_period.loops", std::to_string(loops));
     put("launch_period.lost", std::to_string(lost_offset_ + finder_->lost()));
   }
+  put("cupti.detaches", std::to_string(detaches_));
+  if (!reattach_error_.empty()) put("cupti.reattach_error", reattach_error_);
   put("anchor.follows", std::to_string(anchor_follows_));
   put("anchor.given_up", std::to_string(anchor_given_up_));
   if (!anchor_last_reason_.empty()) put("anchor.given_up_reason", anchor_last_reason_);
@@ -817,14 +867,73 @@ void Tracer::Shutdown(const char* reason) {
   if (begin_ != Begin::kBlock) return;
   // The next block session's buffers are its own; the callbacks of this one are unsubscribed.
   current_.store(nullptr, std::memory_order_release);
-  // Activities enabled on contexts that were already running leave a cost on the program's CUDA
-  // calls after they are disabled again (measured on the H200 with a launch-bound loop: its steps
-  // after the window stayed 5-50 % slower to the block's end; none when the block only
-  // monitored; BENCHMARKS.md, "emo.trace"). A session that traced detaches CUPTI from the
-  // process, which in one run took that cost away for the steps after the block; the next CUPTI
-  // call attaches it again. NVIDIA advises detaching at the exit of a CUDA call; here it is the
-  // thread leaving the block, between its CUDA calls.
-  if (ever_traced_.load()) EMO_CUPTI_OK(cuptiFinalize());
+  // Activities enabled on running contexts leave a cost after they are disabled (RequestDetach):
+  // a block that traced since CUPTI was last attached detaches it, so the program's steps after
+  // the block run as before it. NVIDIA advises detaching at the exit of a CUDA call; here it is
+  // the thread leaving the block, between its CUDA calls. The next CUPTI call attaches again.
+  if (traced_since_attach_.load()) EMO_CUPTI_OK(cuptiFinalize());
+}
+
+// Measured on the H200 (CUDA 13.0; bench/gpu/cupti_attach_probe.cu, BENCHMARKS.md "emo.trace"):
+// activity kinds enabled on a running context leave the launches made after they are disabled
+// slower (a loop of 500 empty launches: 2.0-2.3 ms a step plain, 2.5-3.1 ms disabled), and
+// cuptiFinalize takes that away (1.9-2.4 ms). cuptiFinalize also waits for the GPU's queued
+// work and then drops the records CUPTI still holds: the detach flushes them first, at the
+// exit of a call that waited for the work before it (a sync, a copy to the host), so the
+// window's records are complete; a loop that makes no such call detaches at any call's exit
+// after the forced flush that fetches the window's last records (2 s after the window).
+void Tracer::RequestDetach(int when) {
+  // Launches are the calls a loop surely makes; the iterations are followed afresh after it.
+  if (when == kDetachAtAnyExit) SetLaunchCallbacks(true);
+  detach_requested_.store(when, std::memory_order_release);
+}
+
+void Tracer::DetachAtApiExit() {
+  std::lock_guard<std::mutex> lock(detach_mutex_);
+  if (detach_requested_.exchange(kDetachNone, std::memory_order_acq_rel) == kDetachNone) return;  // another did
+  EMO_CUPTI_OK(cuptiActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED));
+  EMO_CUPTI_OK(cuptiFinalize());
+  traced_since_attach_.store(false, std::memory_order_release);
+  detached_.store(true, std::memory_order_release);
+}
+
+void Tracer::Reattach() {
+  // CUPTI forgot the subscriber, its callbacks, the buffer functions and its context ids.
+  // No activity call is made until a later window needs one (SetActivities): the buffer functions
+  // are registered again then. The window's records were flushed at the detach.
+  std::string why;
+  if (!Subscribe(&why) || !EnableCallbacks(&why)) {
+    // Nothing is followed from here: the trace ends with the iterations before the detach.
+    reattach_error_ = why;
+    std::fprintf(stderr, "emo trace: after the window: %s; the block's later iterations are not recorded\n",
+                 why.c_str());
+    return;
+  }
+  ++detaches_;
+  activity_buffers_registered_ = false;
+  forced_flush_at_ns_ = 0;
+  flush_until_ns_ = 0;
+  detached_.store(false, std::memory_order_release);
+  attach_generation_.fetch_add(1, std::memory_order_relaxed);
+  launch_generation_.fetch_add(1, std::memory_order_relaxed);
+  launch_callbacks_on_ = true;  // EnableCallbacks turned them on
+  AddLiveContexts();
+  // The calls made while nothing was subscribed are a hole in the launch sequence and between
+  // anchor calls or NVTX ranges: the iterations are found again from here. What the ring holds
+  // from before the hole (under a millisecond of calls) only counts.
+  uint64_t launches_before = 0;
+  for (LaunchEvent e; launches_.TryPop(&e);) launches_before += e.anchor == 0 ? 1 : 0;
+  launches_seen_.fetch_add(launches_before, std::memory_order_relaxed);
+  {
+    std::lock_guard<std::mutex> lock(nvtx_mutex_);
+    nvtx_boundaries_.clear();
+  }
+  follower_.reset();
+  anchors_.Reset();
+  loop_offset_ += finder_->loops();
+  lost_offset_ += finder_->lost();
+  finder_.emplace();
+  nvtx_started_ = false;
 }
 
 }  // namespace emo::runtime

@@ -83,6 +83,20 @@ class Tracer {
                                          size_t valid);
 
   bool OpenOutput(std::string* path, int* fd, std::string* error) const;
+  // Subscribes this session's callbacks to CUPTI (Start, and again after a detach).
+  bool Subscribe(std::string* error);
+  // Trace mode: the buffer functions and record settings, which a detach forgets.
+  bool RegisterActivityBuffers();
+  // A block session whose activities are off for good after a window detaches CUPTI from the
+  // process (cuptiFinalize), as activities enabled on running contexts leave a cost on the
+  // program's CUDA calls. The control thread asks (RequestDetach: at the exit of a call that
+  // waits for the GPU, or later at any call's exit); a program thread leaving such a call
+  // detaches (DetachAtApiExit, as NVIDIA advises); the control thread then subscribes again and
+  // follows the iterations afresh (Reattach).
+  enum : int { kDetachNone = 0, kDetachAtWait = 1, kDetachAtAnyExit = 2 };
+  void RequestDetach(int when);
+  void DetachAtApiExit();
+  void Reattach();
   // A block session: registers the contexts that exist now, as their creation callbacks would.
   void AddLiveContexts();
   void AddContext(CUcontext context);
@@ -128,6 +142,9 @@ class Tracer {
   // session and start afresh in the next (a block session can end inside a call).
   static std::atomic<uint32_t> sessions_;
   uint32_t session_ = 0;
+  // Per attachment of CUPTI (session << 16, bumped at each Reattach): a thread's call nesting
+  // and NVTX stack from before a detach are stale, as their exit callbacks never came.
+  std::atomic<uint32_t> attach_generation_{0};
   Begin begin_ = Begin::kAtCudaInit;
 
   InjectConfig config_;
@@ -199,6 +216,15 @@ class Tracer {
   int64_t forced_flush_at_ns_ = 0;
 
   std::atomic<bool> ever_traced_{false};  // activities were on at some point
+  std::atomic<bool> traced_since_attach_{false};  // ... since CUPTI was last attached
+  // Detaching (block sessions): asked by the control thread, done by a program thread under
+  // detach_mutex_ (which Shutdown takes before it touches CUPTI), seen by the control thread.
+  std::mutex detach_mutex_;
+  std::atomic<int> detach_requested_{kDetachNone};
+  std::atomic<bool> detached_{false};
+  uint64_t detaches_ = 0;
+  bool activity_buffers_registered_ = false;  // control thread; false again after a detach
+  std::string reattach_error_;
   std::atomic<bool> shut_down_{false};
 };
 

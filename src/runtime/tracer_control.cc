@@ -39,7 +39,16 @@ void Tracer::ControlLoop() {
       control_wake_.wait_for(lock, kPollInterval, [&] { return control_stop_; });
       if (control_stop_) break;
     }
+    // Held while this thread makes CUPTI calls: a program thread detaching CUPTI waits for it.
+    std::lock_guard<std::mutex> detach_lock(detach_mutex_);
+    if (detached_.load(std::memory_order_acquire) && reattach_error_.empty()) Reattach();
+    if (detached_.load(std::memory_order_acquire)) continue;  // no subscriber: nothing to follow
     DrainControl();
+    // A block's window is traced and its activities are off for good: CUPTI is to leave.
+    if (begin_ == Begin::kBlock && traced_since_attach_.load(std::memory_order_relaxed) && !activities_on_ &&
+        !api_on_ && detach_requested_.load(std::memory_order_relaxed) == kDetachNone) {
+      RequestDetach(kDetachAtWait);
+    }
     const int64_t now = CuptiNow();
     if (follower_ && follower_->Silent(now)) StopFollowingAnchor("the anchor call stopped coming");
     if ((activities_on_ || api_on_ || now < flush_until_ns_) && now >= next_flush_ns_) {
@@ -49,6 +58,8 @@ void Tracer::ControlLoop() {
     if (forced_flush_at_ns_ != 0 && now >= forced_flush_at_ns_) {
       EMO_CUPTI_OK(cuptiActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED));
       forced_flush_at_ns_ = 0;
+      // The window's records are in: a block that made no wait since detaches at any call.
+      if (detach_requested_.load(std::memory_order_relaxed) == kDetachAtWait) RequestDetach(kDetachAtAnyExit);
     }
     if (!writer_failed_ && writer_.failed()) {
       // The file cannot grow: records would only fill the pool.
@@ -56,7 +67,8 @@ void Tracer::ControlLoop() {
       SetActivities(false, /*api_too=*/true);
     }
   }
-  DrainControl();
+  std::lock_guard<std::mutex> detach_lock(detach_mutex_);
+  if (!detached_.load(std::memory_order_acquire)) DrainControl();
 }
 
 void Tracer::DrainControl() {

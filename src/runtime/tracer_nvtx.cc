@@ -30,7 +30,7 @@ struct Frame {
 
 // Each thread's push/pop stack.
 struct NvtxThread {
-  uint32_t session = 0;  // the tracing session the stack and the cache belong to
+  uint32_t session = 0;  // the CUPTI attachment (Tracer::attach_generation_) they belong to
   uint32_t tid = 0;
   std::vector<Frame> stack;
   size_t overflow = 0;  // pushes beyond kMaxDepth not yet popped
@@ -86,8 +86,9 @@ uint64_t ReturnedRangeId(const CUpti_NvtxData* d) {
 void Tracer::OnNvtx(CUpti_CallbackId cbid, const void* data) {
   const auto* d = static_cast<const CUpti_NvtxData*>(data);
   if (d->functionParams == nullptr && cbid != CUPTI_CBID_NVTX_nvtxRangePop) return;
-  if (t_nvtx.session != session_) {  // ranges pushed under an earlier session end unseen
-    t_nvtx.session = session_;
+  // Ranges pushed under an earlier session, or before CUPTI was detached, end unseen.
+  if (const uint32_t g = attach_generation_.load(std::memory_order_relaxed); t_nvtx.session != g) {
+    t_nvtx.session = g;
     t_nvtx.stack.clear();
     t_nvtx.overflow = 0;
     t_nvtx.matches.clear();

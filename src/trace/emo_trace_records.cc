@@ -253,6 +253,7 @@ RunMeasurement MeasureRun(const EmoRecords& r) {
   m.end_note = r.end_note;
   m.end_reason = ToString(r.meta, "end.reason", "");
   m.session = ToString(r.meta, "session.begin", "cuda_init");
+  m.cupti_detaches = MetaInt(r.meta, "cupti.detaches", 0);
   for (const auto& d : r.dropped) m.dropped_records += static_cast<int64_t>(d.dropped);
   for (const auto& [key, value] : r.meta) {
     if (key.rfind("run.", 0) == 0) m.policy_run[key.substr(4)] = value;

@@ -132,8 +132,9 @@ CUptiResult CUPTIAPI cuptiUnsubscribe(CUpti_SubscriberHandle /*subscriber*/) {
   return CUPTI_SUCCESS;
 }
 
-// Detaches: every activity kind off, callbacks and buffer functions forgotten, the finalize
-// counted (FakeCuptiFinalized); the next call attaches again, as CUPTI's lazy initialization does.
+// Detaches: every activity kind off, callbacks and buffer functions forgotten, the records not
+// yet flushed dropped (as CUPTI 13.0 does: bench/gpu/cupti_attach_probe.cu), the finalize counted
+// (FakeCuptiFinalized); the next call attaches again, as CUPTI's lazy initialization does.
 int g_finalized = 0;
 CUptiResult CUPTIAPI cuptiFinalize() {
   Fake& f = State();
@@ -143,6 +144,8 @@ CUptiResult CUPTIAPI cuptiFinalize() {
   f.callbacks.clear();
   f.requested = nullptr;
   f.completed = nullptr;
+  f.buffer = nullptr;
+  f.used = 0;
   ++g_finalized;
   return CUPTI_SUCCESS;
 }
@@ -209,10 +212,12 @@ CUptiResult CUPTIAPI cuptiActivityEnableDriverApi(CUpti_CallbackId /*cbid*/, uin
 CUptiResult CUPTIAPI cuptiActivityEnableCudaEventDeviceTimestamps(uint8_t /*enable*/) { return CUPTI_SUCCESS; }
 CUptiResult CUPTIAPI cuptiActivityEnableAllSyncRecords(uint8_t /*enable*/) { return CUPTI_SUCCESS; }
 
-CUptiResult CUPTIAPI cuptiActivityFlushAll(uint32_t /*flag*/) {
+// A buffer is handed back when it is full (Append) or by a forced flush; an unforced one hands
+// back complete buffers only, and the one being filled is not.
+CUptiResult CUPTIAPI cuptiActivityFlushAll(uint32_t flag) {
   Fake& f = State();
   std::lock_guard<std::mutex> lock(f.mutex);
-  if (f.buffer != nullptr && f.completed != nullptr) {
+  if ((flag & CUPTI_ACTIVITY_FLAG_FLUSH_FORCED) != 0 && f.buffer != nullptr && f.completed != nullptr) {
     f.completed(nullptr, 0, f.buffer, f.buffer_size, f.used);
     f.buffer = nullptr;
     f.used = 0;

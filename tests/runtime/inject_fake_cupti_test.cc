@@ -444,6 +444,124 @@ TEST_F(InjectFakeCuptiTest, ABlockOfARunningProgramIsTracedAloneAndLearnsItsCont
   EXPECT_EQ(releases, 2u) << text;
 }
 
+// A block's window is traced, and CUPTI is detached after it (cuptiFinalize): activities enabled
+// on a running context slow the program's calls until then. This loop never waits for the GPU
+// (no sync, no copy to the host), so the detach comes once the window's last records are fetched
+// (the forced flush, 2 s after the window), at the next launch's exit. The session subscribes
+// again and finds the loop anew: the block's later iterations are recorded, none spans the
+// detach, and the block's end does not detach a second time.
+TEST_F(InjectFakeCuptiTest, ABlockDetachesCuptiAfterItsWindowAndGoesOnCountingIterations) {
+  const std::string out = (dir_ / "d_%r.emotrace").string();
+  const std::string after_file = (dir_ / "after").string();
+  const ChildResult r = RunChild(
+      {{"RANK", "6"}, {"TEST_FAKE_CUDA", "1"}, {"FAKE_CUDA_PRIMARY", "0"}}, [&](const Hooks& h) {
+        char text[512];
+        Loop loop(h);
+        loop.Iteration();
+        const std::string settings = "EMO_TRACE_OUT=" + out + "\nEMO_TRACE_WARMUP=2\nEMO_TRACE_ITERATIONS=2\n";
+        if (h.begin(settings.c_str(), text, sizeof(text)) != 0) std::fprintf(stderr, "TEST: begin: %s\n", text);
+        for (int k = 0; k < 5; ++k) loop.Iteration();  // block iterations 0..4
+        loop.Launch(0);                                 // 5 begins: the window [2, 4) is over
+        Wait(h, 0, "after the window");
+        for (int i = 1; i < 5; ++i) loop.Launch(i);
+        if (h.finalized() != 0) std::fprintf(stderr, "TEST: detached before the window's records were fetched\n");
+        // On past the forced flush: the tracer's thread asks, and a launch's exit detaches.
+        const int64_t flush_at = loop.time() + 2'000'000 * kUs;
+        bool detached = false;
+        for (int k = 0; k < kWaitMs && !detached; ++k) {
+          loop.Iteration();
+          detached = h.finalized() == 1;
+          if (!detached && loop.time() > flush_at) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+        }
+        if (!detached) std::fprintf(stderr, "TEST: CUPTI was not detached after the window\n");
+        if (!h.wait_launch_callback(1, kWaitMs)) std::fprintf(stderr, "TEST: not subscribed again\n");
+        std::ofstream(after_file) << loop.time() << "\n";
+        for (int k = 0; k < 8; ++k) loop.Iteration();
+        loop.Launch(0);
+        if (h.end("", text, sizeof(text)) != 0) std::fprintf(stderr, "TEST: end: %s\n", text);
+        if (h.finalized() != 1) std::fprintf(stderr, "TEST: the block's end detached again\n");
+      },
+      /*inject=*/false);
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.err.find("TEST:"), std::string::npos) << r.err;
+  ExpectQuiet(r.err);
+
+  const std::vector<Chunk> chunks = WalkChunks(ReadFile((dir_ / "d_6.emotrace").string()));
+  ASSERT_FALSE(chunks.empty());
+  EXPECT_EQ(chunks.back().kind, static_cast<uint32_t>(fmt::ChunkKind::kEnd));
+  auto meta = Meta(chunks);
+  EXPECT_EQ(meta["cupti.detaches"], "1");
+  EXPECT_EQ(meta["window.complete"], "1");
+  EXPECT_EQ(meta["window.count"], "1");
+  int64_t after = 0;
+  std::ifstream(after_file) >> after;
+  ASSERT_GT(after, 0);
+  const auto iterations = Records<fmt::IterationRecord>(chunks, fmt::RecordType::kIteration);
+  ASSERT_FALSE(iterations.empty());
+  // Each iteration is one loop period, none across the hole, and after the new subscription the
+  // loop is found again within the eight iterations (the finder locks after a few repeats).
+  for (size_t i = 0; i < iterations.size(); ++i) {
+    if (i > 0) {
+      EXPECT_GT(iterations[i].index, iterations[i - 1].index);
+    }
+    EXPECT_EQ(iterations[i].end_ns - iterations[i].start_ns, 5080 * kUs) << i;
+  }
+  EXPECT_GE(iterations.back().start_ns, after + 3 * 5080 * kUs);
+  // Kernels of the window only: none after the activities went off.
+  for (const auto& k : Records<fmt::KernelRecord>(chunks, fmt::RecordType::kKernel)) {
+    EXPECT_LT(k.start_ns, 2'000'000'000 + 100'000 * kUs);
+  }
+}
+
+// A loop that waits for the GPU (a stream sync): the block detaches CUPTI at the exit of the
+// first sync after its window, long before the 2 s fallback, and the window's records are all in
+// the file (flushed before the detach).
+TEST_F(InjectFakeCuptiTest, ABlockDetachesCuptiAtTheFirstWaitAfterItsWindow) {
+  const std::string out = (dir_ / "w_%r.emotrace").string();
+  const ChildResult r = RunChild(
+      {{"RANK", "7"}, {"TEST_FAKE_CUDA", "1"}, {"FAKE_CUDA_PRIMARY", "0"}}, [&](const Hooks& h) {
+        char text[512];
+        Loop loop(h);
+        const std::string settings = "EMO_TRACE_OUT=" + out + "\nEMO_TRACE_WARMUP=2\nEMO_TRACE_ITERATIONS=2\n";
+        if (h.begin(settings.c_str(), text, sizeof(text)) != 0) std::fprintf(stderr, "TEST: begin: %s\n", text);
+        for (int k = 0; k < 5; ++k) loop.Iteration();  // block iterations 0..4
+        loop.Launch(0);                                 // 5 begins: the window [2, 4) is over
+        Wait(h, 0, "after the window");
+        for (int i = 1; i < 5; ++i) loop.Launch(i);
+        const int64_t window_over = loop.time();
+        // The tracer's thread asks for the detach just after it turned the activities off.
+        for (int k = 0; k < kWaitMs && h.finalized() == 0; ++k) {
+          h.stream_sync();
+          if (h.finalized() == 0) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+        }
+        if (h.finalized() != 1) std::fprintf(stderr, "TEST: the sync after the window did not detach CUPTI\n");
+        if (loop.time() != window_over) std::fprintf(stderr, "TEST: the clock moved\n");
+        if (!h.wait_launch_callback(1, kWaitMs)) std::fprintf(stderr, "TEST: not subscribed again\n");
+        for (int k = 0; k < 6; ++k) loop.Iteration();
+        loop.Launch(0);
+        if (h.end("", text, sizeof(text)) != 0) std::fprintf(stderr, "TEST: end: %s\n", text);
+        if (h.finalized() != 1) std::fprintf(stderr, "TEST: the block's end detached again\n");
+      },
+      /*inject=*/false);
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.err.find("TEST:"), std::string::npos) << r.err;
+  ExpectQuiet(r.err);
+  const std::vector<Chunk> chunks = WalkChunks(ReadFile((dir_ / "w_7.emotrace").string()));
+  ASSERT_FALSE(chunks.empty());
+  auto meta = Meta(chunks);
+  EXPECT_EQ(meta["cupti.detaches"], "1");
+  EXPECT_EQ(meta["records.incomplete"], "0");
+  // Every launch from the block's start through the one that ended the window has its kernel
+  // (correlations 1..26: activities were on from the start).
+  const auto kernels = Records<fmt::KernelRecord>(chunks, fmt::RecordType::kKernel);
+  std::vector<uint64_t> seen;
+  for (const auto& k : kernels) seen.push_back(k.correlation);
+  std::sort(seen.begin(), seen.end());
+  ASSERT_GE(seen.size(), 26u);
+  for (uint64_t c = 1; c <= 26; ++c) EXPECT_TRUE(std::binary_search(seen.begin(), seen.end(), c)) << c;
+  EXPECT_GE(Records<fmt::IterationRecord>(chunks, fmt::RecordType::kIteration).size(), 7u);
+}
+
 // A loop that reads its loss back once per iteration (a stream sync after its last launch):
 // once the window is traced and the sync has been seen once in each of 16 iterations, the
 // launch callbacks go off and the syncs time the iterations; when the syncs stop, the

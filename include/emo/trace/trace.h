@@ -212,6 +212,9 @@ struct RunMeasurement {
   // How the session began (meta session.begin): "cuda_init" (`emo trace`/`monitor`/`run`), or
   // "block" (a program traced a block of itself, Python's emo.trace).
   std::string session;
+  // A block session detaches CUPTI once its window's records are in (meta cupti.detaches): the
+  // calls made while it was detached are a hole in the block's iterations.
+  int64_t cupti_detaches = 0;
   int64_t dropped_records = 0;    // activity records lost (CUPTI or the buffer pool)
   // `emo run`: how the clock policy was followed in this process (meta run.<key>, key without
   // the prefix: policy, actuator, gpu, followed, switches, switches_applied, ...); empty otherwise.
