@@ -3,6 +3,7 @@ arguments, errors as exceptions carrying emo's message."""
 import json
 import os
 import subprocess
+import sys
 import tempfile
 
 import pytest
@@ -109,3 +110,35 @@ def test_cli_returns_what_the_command_printed():
     assert done.exit_code == 0
     assert "iteration time" in done.stdout
     assert done.stderr == ""  # no progress lines: the capture is not a terminal
+
+
+def test_the_gil_is_released_while_emo_reads_and_analyzes(tmp_path):
+    """emo.analyze reads its trace from a named pipe that this process's main thread fills only
+    after the call has begun on another thread: with the GIL held through the call the main
+    thread could never write, and the child would hang until the timeout."""
+    fifo = tmp_path / "trace.json"
+    os.mkfifo(fifo)
+    script = f"""
+import json, sys, threading
+import emo
+result = {{}}
+def work():
+    result["analysis"] = emo.analyze({str(fifo)!r})
+worker = threading.Thread(target=work)
+worker.start()
+with open({str(fifo)!r}, "wb") as pipe, open({SAMPLE!r}, "rb") as sample:
+    pipe.write(sample.read())
+worker.join()
+json.dump(result["analysis"], sys.stdout)
+"""
+    try:
+        done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                              timeout=120, env=os.environ.copy())
+    except subprocess.TimeoutExpired:
+        pytest.fail("emo.analyze held the GIL: the main thread never got to write the trace into the pipe")
+    assert done.returncode == 0, done.stderr
+    got = json.loads(done.stdout)
+    want = emo.analyze(SAMPLE)
+    for d in (got, want):
+        d.pop("trace", None)
+    assert without_wall_times(got) == without_wall_times(want)
