@@ -444,6 +444,31 @@ TEST_F(InjectFakeCuptiTest, ABlockOfARunningProgramIsTracedAloneAndLearnsItsCont
   EXPECT_EQ(releases, 2u) << text;
 }
 
+// The detach scenarios: begins a block of `loop` (warm-up 2, 2 traced, output `out`) and runs
+// it through its window: block iterations 0..4 and the launches of 5, the activities off.
+void BlockThroughItsWindow(const Hooks& h, Loop& loop, const std::string& out) {
+  char text[512];
+  const std::string settings = "EMO_TRACE_OUT=" + out + "\nEMO_TRACE_WARMUP=2\nEMO_TRACE_ITERATIONS=2\n";
+  if (h.begin(settings.c_str(), text, sizeof(text)) != 0) std::fprintf(stderr, "TEST: begin: %s\n", text);
+  for (int k = 0; k < 5; ++k) loop.Iteration();  // block iterations 0..4
+  loop.Launch(0);                                 // 5 begins: the window [2, 4) is over
+  Wait(h, 0, "after the window");
+  for (int i = 1; i < 5; ++i) loop.Launch(i);
+}
+
+// After the detach: waits until the tracer subscribed again, runs `iterations` more and ends the
+// block, which must not detach a second time. Returns the loop's time when it went on.
+int64_t EndBlockAfterItsDetach(const Hooks& h, Loop& loop, int iterations) {
+  char text[512];
+  if (!h.wait_launch_callback(1, kWaitMs)) std::fprintf(stderr, "TEST: not subscribed again\n");
+  const int64_t went_on = loop.time();
+  for (int k = 0; k < iterations; ++k) loop.Iteration();
+  loop.Launch(0);
+  if (h.end("", text, sizeof(text)) != 0) std::fprintf(stderr, "TEST: end: %s\n", text);
+  if (h.finalized() != 1) std::fprintf(stderr, "TEST: the block's end detached again\n");
+  return went_on;
+}
+
 // A block's window is traced, and CUPTI is detached after it (cuptiFinalize): activities enabled
 // on a running context slow the program's calls until then. This loop never waits for the GPU
 // (no sync, no copy to the host), so the detach comes once the window's last records are fetched
@@ -455,15 +480,9 @@ TEST_F(InjectFakeCuptiTest, ABlockDetachesCuptiAfterItsWindowAndGoesOnCountingIt
   const std::string after_file = (dir_ / "after").string();
   const ChildResult r = RunChild(
       {{"RANK", "6"}, {"TEST_FAKE_CUDA", "1"}, {"FAKE_CUDA_PRIMARY", "0"}}, [&](const Hooks& h) {
-        char text[512];
         Loop loop(h);
         loop.Iteration();
-        const std::string settings = "EMO_TRACE_OUT=" + out + "\nEMO_TRACE_WARMUP=2\nEMO_TRACE_ITERATIONS=2\n";
-        if (h.begin(settings.c_str(), text, sizeof(text)) != 0) std::fprintf(stderr, "TEST: begin: %s\n", text);
-        for (int k = 0; k < 5; ++k) loop.Iteration();  // block iterations 0..4
-        loop.Launch(0);                                 // 5 begins: the window [2, 4) is over
-        Wait(h, 0, "after the window");
-        for (int i = 1; i < 5; ++i) loop.Launch(i);
+        BlockThroughItsWindow(h, loop, out);
         if (h.finalized() != 0) std::fprintf(stderr, "TEST: detached before the window's records were fetched\n");
         // On past the forced flush: the tracer's thread asks, and a launch's exit detaches.
         const int64_t flush_at = loop.time() + 2'000'000 * kUs;
@@ -474,12 +493,7 @@ TEST_F(InjectFakeCuptiTest, ABlockDetachesCuptiAfterItsWindowAndGoesOnCountingIt
           if (!detached && loop.time() > flush_at) std::this_thread::sleep_for(std::chrono::milliseconds(1));
         }
         if (!detached) std::fprintf(stderr, "TEST: CUPTI was not detached after the window\n");
-        if (!h.wait_launch_callback(1, kWaitMs)) std::fprintf(stderr, "TEST: not subscribed again\n");
-        std::ofstream(after_file) << loop.time() << "\n";
-        for (int k = 0; k < 8; ++k) loop.Iteration();
-        loop.Launch(0);
-        if (h.end("", text, sizeof(text)) != 0) std::fprintf(stderr, "TEST: end: %s\n", text);
-        if (h.finalized() != 1) std::fprintf(stderr, "TEST: the block's end detached again\n");
+        std::ofstream(after_file) << EndBlockAfterItsDetach(h, loop, 8) << "\n";
       },
       /*inject=*/false);
   EXPECT_EQ(r.exit_code, 0) << r.err;
@@ -520,14 +534,8 @@ TEST_F(InjectFakeCuptiTest, ABlockDetachesCuptiAtTheFirstWaitAfterItsWindow) {
   const std::string out = (dir_ / "w_%r.emotrace").string();
   const ChildResult r = RunChild(
       {{"RANK", "7"}, {"TEST_FAKE_CUDA", "1"}, {"FAKE_CUDA_PRIMARY", "0"}}, [&](const Hooks& h) {
-        char text[512];
         Loop loop(h);
-        const std::string settings = "EMO_TRACE_OUT=" + out + "\nEMO_TRACE_WARMUP=2\nEMO_TRACE_ITERATIONS=2\n";
-        if (h.begin(settings.c_str(), text, sizeof(text)) != 0) std::fprintf(stderr, "TEST: begin: %s\n", text);
-        for (int k = 0; k < 5; ++k) loop.Iteration();  // block iterations 0..4
-        loop.Launch(0);                                 // 5 begins: the window [2, 4) is over
-        Wait(h, 0, "after the window");
-        for (int i = 1; i < 5; ++i) loop.Launch(i);
+        BlockThroughItsWindow(h, loop, out);
         const int64_t window_over = loop.time();
         // The tracer's thread asks for the detach just after it turned the activities off.
         for (int k = 0; k < kWaitMs && h.finalized() == 0; ++k) {
@@ -536,11 +544,7 @@ TEST_F(InjectFakeCuptiTest, ABlockDetachesCuptiAtTheFirstWaitAfterItsWindow) {
         }
         if (h.finalized() != 1) std::fprintf(stderr, "TEST: the sync after the window did not detach CUPTI\n");
         if (loop.time() != window_over) std::fprintf(stderr, "TEST: the clock moved\n");
-        if (!h.wait_launch_callback(1, kWaitMs)) std::fprintf(stderr, "TEST: not subscribed again\n");
-        for (int k = 0; k < 6; ++k) loop.Iteration();
-        loop.Launch(0);
-        if (h.end("", text, sizeof(text)) != 0) std::fprintf(stderr, "TEST: end: %s\n", text);
-        if (h.finalized() != 1) std::fprintf(stderr, "TEST: the block's end detached again\n");
+        EndBlockAfterItsDetach(h, loop, 6);
       },
       /*inject=*/false);
   EXPECT_EQ(r.exit_code, 0) << r.err;
