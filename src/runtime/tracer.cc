@@ -889,7 +889,10 @@ void Tracer::RequestDetach(int when) {
 }
 
 void Tracer::DetachAtApiExit() {
-  std::lock_guard<std::mutex> lock(detach_mutex_);
+  // Never waits inside a callback: cuptiFinalize on another thread may be waiting for this one to
+  // return. Busy (the control thread's turn, another thread detaching): a later exit tries again.
+  std::unique_lock<std::mutex> lock(detach_mutex_, std::try_to_lock);
+  if (!lock.owns_lock()) return;
   if (detach_requested_.exchange(kDetachNone, std::memory_order_acq_rel) == kDetachNone) return;  // another did
   EMO_CUPTI_OK(cuptiActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED));
   EMO_CUPTI_OK(cuptiFinalize());
