@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Writes the fuzz targets' seed inputs into OUT/<target>/ (scripts/fuzz.sh runs it).
 
-Seeds are small on purpose: libFuzzer truncates an input to -max_len, and a cut gzip stream or
+kineto_json_piecewise gets the Kineto seeds with a batch-size and a read-size byte in front. Seeds are small on
+purpose: libFuzzer truncates an input to -max_len, and a cut gzip stream or
 a JSON document cut in half reaches little of a reader. Kineto traces are cut to their first
 events (kept valid JSON, plain and gzipped); .emotrace files are cut after their last chunk that
 fits; every other file is copied as it is.
@@ -85,7 +86,7 @@ def emotrace_cut(out, path):
 OUT = sys.argv[1]
 corpus = os.path.join(ROOT, "tests", "corpus")
 malformed = glob.glob(os.path.join(corpus, "malformed", "*"))
-for target in ("kineto_json", "emo_trace", "policy", "device", "stage_profile"):
+for target in ("kineto_json", "kineto_json_piecewise", "emo_trace", "policy", "device", "stage_profile"):
     copy_all(OUT, target, glob.glob(os.path.join(corpus, "fuzz", target, "*")))
 
 copy_all(OUT, "kineto_json", [p for p in malformed if ".json" in p])
@@ -107,3 +108,12 @@ for p in glob.glob(os.path.join(SHARED, "data", "perseus_sosp24", "stage_profile
     if len(data) > MAX_LEN:
         data = data[:data.rfind(b"\n", 0, MAX_LEN) + 1]
     put(OUT, "stage_profile", os.path.basename(p), data)
+
+# The piecewise target reads its first two bytes as the batch size (1 << byte % 12) and the read
+# size (1 << byte % 13): the Kineto seeds, each behind three pairs (one event at a time read a
+# byte at a time; a few in 64-byte pieces; whole in 4 KiB pieces).
+kineto = os.path.join(OUT, "kineto_json")
+for name in sorted(os.listdir(kineto)) if os.path.isdir(kineto) else []:
+    data = open(os.path.join(kineto, name), "rb").read()
+    for b, r in ((0, 0), (6, 6), (11, 12)):
+        put(OUT, "kineto_json_piecewise", f"b{b}r{r}_{name}", bytes([b, r]) + data)

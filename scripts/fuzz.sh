@@ -5,7 +5,7 @@
 # of memory; the input that did lies in build/fuzz/artifacts/<target>/ (docs/fuzzing.md says how
 # to keep it as a regression case).
 #
-#   scripts/fuzz.sh [target...]     targets: kineto_json emo_trace policy device stage_profile
+#   scripts/fuzz.sh [target...]     targets: kineto_json kineto_json_piecewise emo_trace policy device stage_profile
 #   RUNS=10000000 PARALLEL=2 MAX_LEN=4096 TIMEOUT=10 RSS_MB=2048 MAX_TIME=0 scripts/fuzz.sh
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -16,7 +16,7 @@ MAX_LEN=${MAX_LEN:-}  # default per target: 8192 for .emotrace (chunks), 4096 fo
 TIMEOUT=${TIMEOUT:-10}
 RSS_MB=${RSS_MB:-2048}
 MAX_TIME=${MAX_TIME:-0}  # seconds per target, 0: no limit (a run stopped by it counts as short)
-ALL=(kineto_json emo_trace policy device stage_profile)
+ALL=(kineto_json kineto_json_piecewise emo_trace policy device stage_profile)
 TARGETS=("${@:-${ALL[@]}}")
 if [[ $# -eq 0 ]]; then TARGETS=("${ALL[@]}"); fi
 

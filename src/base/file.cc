@@ -4,6 +4,7 @@
 #include <sys/stat.h>
 #include <zlib.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -92,18 +93,15 @@ struct FileChunks::Inflate {
   }
 };
 
-namespace {
-constexpr size_t kCompressedPiece = size_t{4} << 20;
-}  // namespace
-
-Result<std::unique_ptr<FileChunks>> FileChunks::Open(const std::string& path) {
+Result<std::unique_ptr<FileChunks>> FileChunks::Open(const std::string& path, size_t piece_bytes) {
   std::unique_ptr<FileChunks> f(new FileChunks());
   f->path_ = path;
+  f->piece_bytes_ = std::max<size_t>(piece_bytes, 1);
   f->file_ = std::fopen(path.c_str(), "rb");
   if (f->file_ == nullptr) return NotFound(fmt::format("{}: cannot open ({})", path, std::strerror(errno)));
   struct stat st {};
   if (fstat(fileno(f->file_), &st) == 0) f->file_bytes_ = static_cast<int64_t>(st.st_size);
-  f->in_.resize(kCompressedPiece);
+  f->in_.resize(f->piece_bytes_);
   f->in_.resize(std::fread(f->in_.data(), 1, f->in_.size(), f->file_));
   if (std::ferror(f->file_)) return IoError(fmt::format("{}: read failed", path));
   f->at_eof_ = f->in_.empty();
@@ -120,7 +118,7 @@ FileChunks::~FileChunks() {
 Result<size_t> FileChunks::Read(std::string* out, size_t max_bytes) {
   auto refill = [this]() -> Status {
     if (in_pos_ < in_.size() || at_eof_) return Status::Ok();
-    in_.resize(kCompressedPiece);
+    in_.resize(piece_bytes_);
     in_.resize(std::fread(in_.data(), 1, in_.size(), file_));
     in_pos_ = 0;
     if (std::ferror(file_)) return IoError(fmt::format("{}: read failed", path_));

@@ -2,6 +2,7 @@
 
 #include <simdjson.h>
 
+#include <algorithm>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -15,7 +16,6 @@ namespace {
 
 namespace od = simdjson::ondemand;
 
-constexpr size_t kReadBytes = size_t{4} << 20;
 // The top-level text around traceEvents is metadata (a few KiB); more than this is a layout the
 // piecewise reader leaves to the whole-document one.
 constexpr size_t kMaxOutsideBytes = size_t{64} << 20;
@@ -207,15 +207,16 @@ class Splitter {
 
 }  // namespace
 
-std::optional<Trace> ReadKinetoJsonPiecewise(const std::string& path, size_t batch_bytes) {
-  auto file = FileChunks::Open(path);
+std::optional<Trace> ReadKinetoJsonPiecewise(const std::string& path, size_t batch_bytes, size_t read_bytes) {
+  read_bytes = std::max<size_t>(read_bytes, 1);
+  auto file = FileChunks::Open(path, read_bytes);
   if (!file.ok()) return std::nullopt;
   auto splitter = std::make_unique<Splitter>(path, batch_bytes);
   std::string piece;
   bool first = true;
   while (true) {
     piece.clear();
-    auto got = (*file)->Read(&piece, kReadBytes);
+    auto got = (*file)->Read(&piece, read_bytes);
     if (!got.ok()) return std::nullopt;
     if (*got == 0) break;
     if (first && piece.starts_with("\xEF\xBB\xBF")) piece.replace(0, 3, "   ");  // a BOM is not JSON

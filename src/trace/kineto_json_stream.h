@@ -6,6 +6,7 @@
 #include <optional>
 #include <string>
 
+#include "emo/base/file.h"
 #include "emo/trace/trace.h"
 
 namespace emo::trace {
@@ -19,6 +20,8 @@ namespace emo::trace {
 // (an I/O, gzip or JSON error anywhere; a top-level layout it does not follow, such as a
 // traceEvents key written with escapes or metadata over 64 MiB), it returns nullopt and the
 // caller reads the file whole, which also words any error.
-std::optional<Trace> ReadKinetoJsonPiecewise(const std::string& path, size_t batch_bytes);
+// The file is read and decompressed `read_bytes` at a time.
+std::optional<Trace> ReadKinetoJsonPiecewise(const std::string& path, size_t batch_bytes,
+                                             size_t read_bytes = FileChunks::kDefaultPieceBytes);
 
 }  // namespace emo::trace

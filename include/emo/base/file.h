@@ -21,8 +21,10 @@ Result<std::string> MaybeGunzip(const std::string& name, std::string data);
 // members, trailing zero padding) with zlib, so that a reader need never hold the whole file.
 class FileChunks {
  public:
-  // Opens `path`; errors name the file.
-  static Result<std::unique_ptr<FileChunks>> Open(const std::string& path);
+  // Opens `path`; errors name the file. The file is read `piece_bytes` at a time (the fuzz
+  // target of the piecewise Kineto reader reads in pieces down to one byte).
+  static constexpr size_t kDefaultPieceBytes = size_t{4} << 20;
+  static Result<std::unique_ptr<FileChunks>> Open(const std::string& path, size_t piece_bytes = kDefaultPieceBytes);
   ~FileChunks();
   FileChunks(const FileChunks&) = delete;
   FileChunks& operator=(const FileChunks&) = delete;
@@ -42,6 +44,7 @@ class FileChunks {
   std::unique_ptr<Inflate> z_;  // zlib state, gzip only
   std::string in_;              // compressed bytes read but not yet consumed
   size_t in_pos_ = 0;
+  size_t piece_bytes_ = kDefaultPieceBytes;
 };
 
 // Writes `data` to `path`, or to stdout when path is "-".
