@@ -7,6 +7,8 @@
 
 #include <fmt/format.h>
 
+#include "emo/base/regex.h"
+
 namespace emo::analysis {
 
 using graph::NodeKind;
@@ -46,12 +48,10 @@ Result<IterationMap> FindIterations(const graph::Graph& g, const std::string& re
   const auto& t = g.trace();
   IterationMap m;
   m.regex = regex.empty() ? kDefaultIterationRegex : regex;
-  std::regex re;
-  try {
-    re = std::regex(m.regex, std::regex::ECMAScript);
-  } catch (const std::regex_error& e) {
-    return InvalidArgument(fmt::format("--iteration '{}' is not a valid regex ({})", regex, e.what()));
-  }
+  std::string why;
+  std::optional<std::regex> compiled = CompileRegex(m.regex, std::regex::ECMAScript, &why);
+  if (!compiled) return InvalidArgument(fmt::format("--iteration '{}' is not a valid regex ({})", regex, why));
+  const std::regex& re = *compiled;
   // The regex runs once per distinct name (std::regex is slow; names repeat every iteration).
   enum : int8_t { kUnknown, kNo, kYes };
   std::vector<int8_t> matches(t.strings.size(), kUnknown);

@@ -6,6 +6,8 @@
 
 #include <fmt/format.h>
 
+#include "emo/base/regex.h"
+
 namespace emo::analysis {
 
 Result<ScaleRule> ParseScaleRule(const std::string& text) {
@@ -32,12 +34,11 @@ Result<std::vector<TimeNs>> ScaledDurations(const graph::Graph& g, const std::ve
   const auto& t = g.trace();
   const auto& n = g.nodes();
   for (size_t r = 0; r < rules.size(); ++r) {
-    std::regex re;
-    try {
-      re = std::regex(rules[r].regex, std::regex::ECMAScript | std::regex::optimize);
-    } catch (const std::regex_error& e) {
-      return InvalidArgument(fmt::format("--scale: '{}' is not a valid regex ({})", rules[r].regex, e.what()));
-    }
+    std::string why;
+    std::optional<std::regex> compiled =
+        CompileRegex(rules[r].regex, std::regex::ECMAScript | std::regex::optimize, &why);
+    if (!compiled) return InvalidArgument(fmt::format("--scale: '{}' is not a valid regex ({})", rules[r].regex, why));
+    const std::regex& re = *compiled;
     // Match each distinct name once (names are interned).
     std::vector<int8_t> name_match(t.strings.size(), -1);
     for (uint32_t v = 0; v < n.size(); ++v) {

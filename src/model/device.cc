@@ -10,6 +10,7 @@
 
 #include "emo/base/file.h"
 #include "emo/base/json_read.h"
+#include "emo/base/regex.h"
 
 #ifndef EMO_DEFAULT_DEVICES_DIR
 #define EMO_DEFAULT_DEVICES_DIR "devices"
@@ -172,10 +173,9 @@ Result<DeviceModel> ParseDevice(const json& j, const std::string& path) {
   EMO_ASSIGN_OR_RETURN(dev.gpu, OptionalString(doc, "gpu", std::string()));
   EMO_ASSIGN_OR_RETURN(dev.trace_gpu_regex, OptionalString(doc, "trace_gpu_regex", std::string()));
   if (!dev.trace_gpu_regex.empty()) {
-    try {
-      std::regex check(dev.trace_gpu_regex, std::regex::ECMAScript | std::regex::icase);
-    } catch (const std::regex_error& e) {
-      return ParseError(fmt::format("{}: 'trace_gpu_regex' is not a valid regex ({})", path, e.what()));
+    std::string why;
+    if (!CompileRegex(dev.trace_gpu_regex, std::regex::ECMAScript | std::regex::icase, &why)) {
+      return ParseError(fmt::format("{}: 'trace_gpu_regex' is not a valid regex ({})", path, why));
     }
   }
   FieldReader reader(dev, path);

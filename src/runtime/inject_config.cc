@@ -3,6 +3,8 @@
 #include <charconv>
 #include <regex>
 
+#include "emo/base/regex.h"
+
 namespace emo::runtime {
 namespace {
 
@@ -46,12 +48,11 @@ InjectConfig ReadInjectConfig(const std::function<const char*(const char*)>& get
   ReadInt(kBufferPoolOption, getenv, &config.buffer_pool_mib, warnings);
   ReadInt(kAnchorOption, getenv, &config.anchor, warnings);
   if (const char* regex = getenv(kNvtxRegexEnv); regex != nullptr && *regex != '\0') {
-    // std::regex reports a bad pattern by throwing; it stays inside this function.
-    try {
-      std::regex compiled(regex);
+    std::string why;
+    if (CompileRegex(regex, std::regex::ECMAScript, &why)) {
       config.nvtx_regex = regex;
-    } catch (const std::regex_error& e) {
-      warnings->push_back(std::string(kNvtxRegexEnv) + "='" + regex + "' does not compile (" + e.what() + "); using " +
+    } else {
+      warnings->push_back(std::string(kNvtxRegexEnv) + "='" + regex + "' does not compile (" + why + "); using " +
                           kDefaultNvtxRegex);
     }
   }

@@ -10,6 +10,7 @@
 #include "emo/base/file.h"
 #include "emo/base/ids.h"
 #include "emo/base/json_read.h"
+#include "emo/base/regex.h"
 #include "emo/base/status.h"
 #include "emo/base/text.h"
 #include "emo/base/units.h"
@@ -80,6 +81,27 @@ TEST(JsonFieldTest, TypedAccessNamesFileAndField) {
   const nlohmann::json inf = std::numeric_limits<double>::infinity();
   EXPECT_EQ(JsonField(inf, "g.json").Number().status().message(), "g.json: expected a finite number");
   EXPECT_EQ(ParseJsonText("{", "h.json").status().message(), "h.json: not valid JSON");
+}
+
+// Repetition counts std::regex must not see (libstdc++ overflows on 19 digits) are refused by
+// position; escaped braces, counts up to the limit and patterns without counts pass.
+TEST(RegexTest, HugeRepetitionCountsAreRefusedBeforeStdRegexSeesThem) {
+  EXPECT_EQ(RegexLimitError("H200{99999999999999999999}"), "a repetition count over 1000 at character 6");
+  EXPECT_EQ(RegexLimitError("a{2,1001}"), "a repetition count over 1000 at character 5");
+  EXPECT_EQ(RegexLimitError("x{1001"), "a repetition count over 1000 at character 3");  // unclosed too
+  EXPECT_EQ(RegexLimitError("a{1000}b{0,1000}"), "");
+  EXPECT_EQ(RegexLimitError("\\\\{5}"), "");                // an escaped backslash, then a count
+  EXPECT_EQ(RegexLimitError("\\\\{99999}"), "a repetition count over 1000 at character 4");
+  EXPECT_EQ(RegexLimitError("\\{99999}"), "");  // an escaped brace is a literal
+  EXPECT_EQ(RegexLimitError("ProfilerStep#\\d+|[Ss]tep"), "");
+  std::string why;
+  EXPECT_FALSE(CompileRegex("H100( 80GB{7777777777777777777777,", std::regex::ECMAScript, &why));
+  EXPECT_EQ(why, "a repetition count over 1000 at character 12");
+  EXPECT_FALSE(CompileRegex("(unclosed", std::regex::ECMAScript, &why));
+  EXPECT_FALSE(why.empty());
+  const std::optional<std::regex> re = CompileRegex("H20{2}", std::regex::ECMAScript, &why);
+  ASSERT_TRUE(re.has_value());
+  EXPECT_TRUE(std::regex_search("NVIDIA H200", *re));
 }
 
 TEST(DiagnosticsTest, RowsListNonZeroInOrder) {

@@ -62,6 +62,11 @@ put("events_not_objects.json", trace([1, "two", None, STEP, LAUNCH, KERNEL]))
 put("rocm.json", trace(GOOD, roctracer_version=4, deviceProperties=[{"id": 0, "name": "AMD Instinct MI300X"}]))
 put("device_not_json.json", "clocks: 1980\n")
 put("device_no_clocks.json", json.dumps({"name": "broken", "gpu": "NVIDIA H200"}))
+# A device file whose trace_gpu_regex repeats 20 digits' worth (libstdc++'s regex compiler
+# overflows on it: found by fuzz_device).
+h200 = json.load(open(os.path.join(os.path.dirname(OUT), "..", "..", "devices", "h200.json")))
+h200["trace_gpu_regex"] = "H200{99999999999999999999}"
+put("device_regex_huge_repeat.json", json.dumps(h200, indent=1))
 put("profile_bad_header.csv", "a,b,c\n1,2,3\n")
 put("profile_negative_time.csv", "stage,instruction,frequency,time,energy\n0,forward,1400,-0.01,1\n"
                                  "0,backward,1400,0.02,2\n1,forward,1400,0.01,1\n1,backward,1400,0.02,2\n")

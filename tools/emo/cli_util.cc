@@ -18,6 +18,7 @@
 
 #include "emo/analysis/iterations.h"
 #include "emo/base/file.h"
+#include "emo/base/regex.h"
 #include "emo/trace/reader.h"
 #include "emo/model/device.h"
 #include "progress.h"
@@ -299,10 +300,9 @@ void AddIterationFlag(CLI::App* cmd, std::string& regex) {
 CLI::Validator ValidRegex() {
   return CLI::Validator(
       [](std::string& text) -> std::string {
-        try {
-          std::regex re(text, std::regex::ECMAScript);
-        } catch (const std::regex_error& e) {
-          return fmt::format("'{}' is not a valid ECMAScript regex ({})", text, e.what());
+        std::string why;
+        if (!CompileRegex(text, std::regex::ECMAScript, &why)) {
+          return fmt::format("'{}' is not a valid ECMAScript regex ({})", text, why);
         }
         return {};
       },
