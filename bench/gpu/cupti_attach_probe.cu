@@ -14,8 +14,9 @@
 // callback calls cuptiFinalize: the probe prints how long that call took and whether the
 // long kernel's record came through the buffer callback with its end time.
 //
-//   nvcc -O2 -arch=sm_90a -std=c++17 -I$CUDA/extras/CUPTI/include bench/gpu/cupti_attach_probe.cu \
-//     -L$CUDA/extras/CUPTI/lib64 -lcupti -o probe && ./probe [STEPS] [LAUNCHES] [SPIN_MS]
+//   C=/usr/local/cuda; $C/bin/nvcc -O2 -arch=sm_90a -std=c++17 -I$C/include bench/gpu/cupti_attach_probe.cu \
+//     -L$C/lib64 -lcupti -o probe && LD_LIBRARY_PATH=$C/lib64 ./probe [STEPS=200] [LAUNCHES=500] [SPIN_MS=300]
+// (CUDA 13 puts CUPTI beside the toolkit's own headers and libraries; older ones under extras/CUPTI.)
 #include <cuda_runtime.h>
 #include <cupti.h>
 
