@@ -94,6 +94,9 @@ TEST(RegexTest, HugeRepetitionCountsAreRefusedBeforeStdRegexSeesThem) {
   EXPECT_EQ(RegexLimitError("\\\\{99999}"), "a repetition count over 1000 at character 4");
   EXPECT_EQ(RegexLimitError("\\{99999}"), "");  // an escaped brace is a literal
   EXPECT_EQ(RegexLimitError("ProfilerStep#\\d+|[Ss]tep"), "");
+  EXPECT_EQ(RegexLimitError("(a)\\1"), "");  // a back-reference
+  EXPECT_EQ(RegexLimitError("(a)\\66666666666666666666"), "a back-reference over 1000 at character 5");
+  EXPECT_EQ(RegexLimitError("\\\\66666666666666666666"), "");  // an escaped backslash, then digits
   std::string why;
   EXPECT_FALSE(CompileRegex("H100( 80GB{7777777777777777777777,", std::regex::ECMAScript, &why));
   EXPECT_EQ(why, "a repetition count over 1000 at character 12");
