@@ -2,13 +2,12 @@
 // takes for files of 8 MiB and more), against the whole-document reader. The first input byte
 // picks the batch size (1 to 2048 bytes of events), the second the size of the pieces the file is
 // read and decompressed in (1 to 4096 bytes: cuts anywhere in a token, a string, a gzip member),
-// the rest is the file. Whatever the piecewise
-// path reads, the whole reader must read too, to the same Trace (src/trace/kineto_json_stream.h
-// promises it): a difference aborts, and libFuzzer keeps the input.
+// the rest is the file. Whatever the piecewise path reads, the whole reader must read too, to the
+// same Trace (src/trace/kineto_json_stream.h promises it): a difference aborts, and libFuzzer
+// keeps the input.
 #include <sys/mman.h>
 #include <unistd.h>
 
-#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <optional>
@@ -16,7 +15,7 @@
 #include <string_view>
 
 #include "emo/trace/reader.h"
-#include "fuzz_util.h"
+#include "trace_target.h"
 #include "trace/kineto_json_stream.h"
 #include "trace/trace_fingerprint.h"
 
@@ -43,16 +42,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::string_view file(reinterpret_cast<const char*>(data + 2), size - 2);
   const std::string& path = InputPath(file);
   std::optional<std::string> text = emo::fuzz::Input(data + 2, size - 2, path);
-  if (!text) return -1;
-  const std::string_view head(text->data(), std::min<size_t>(text->size(), 64 * 1024));
-  bool kineto = false;
-  for (const auto& r : emo::trace::Readers()) {
-    if (r->Sniff(head)) {
-      kineto = r->Name() == "kineto-json";
-      break;
-    }
-  }
-  if (!kineto) return -1;
+  if (!text || !emo::fuzz::SniffedBy("kineto-json", *text)) return -1;
   std::optional<emo::trace::Trace> piecewise = emo::trace::ReadKinetoJsonPiecewise(path, batch, read);
   if (!piecewise) return 0;  // declined: `emo` reads such a file whole
   emo::Result<emo::trace::Trace> whole = emo::trace::ReadTraceData(path, std::move(*text));

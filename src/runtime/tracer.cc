@@ -931,11 +931,7 @@ void Tracer::Reattach() {
     std::lock_guard<std::mutex> lock(nvtx_mutex_);
     nvtx_boundaries_.clear();
   }
-  follower_.reset();
-  anchors_.Reset();
-  loop_offset_ += finder_->loops();
-  lost_offset_ += finder_->lost();
-  finder_.emplace();
+  FindIterationsAfresh();
   nvtx_started_ = false;
 }
 

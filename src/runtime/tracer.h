@@ -127,6 +127,9 @@ class Tracer {
   // ranges, or by an anchor call when one is stable.
   void SettleLaunchCallbacks();
   void StopFollowingAnchor(const char* why);
+  // After a hole in the calls seen (the launch callbacks off, CUPTI detached): no anchor is
+  // followed, and a new period finder starts, its loop ids going on from the old one's.
+  void FindIterationsAfresh();
   void OnNvtxBoundary(const NvtxBoundary& b);
   void StartIteration(uint64_t index, uint64_t loop, uint64_t loop_index, uint64_t period);
   void WriteIteration(uint64_t index, int64_t start, int64_t end, uint32_t source, uint32_t launches,

@@ -172,15 +172,19 @@ void Tracer::OnAnchorEvent(const LaunchEvent& e) {
   }
 }
 
-void Tracer::StopFollowingAnchor(const char* why) {
+void Tracer::FindIterationsAfresh() {
   follower_.reset();
   anchors_.Reset();
-  ++anchor_given_up_;
-  anchor_last_reason_ = why;
-  // The launch sequence has a hole where the callbacks were off: a new finder starts clean.
   loop_offset_ += finder_->loops();
   lost_offset_ += finder_->lost();
   finder_.emplace();
+}
+
+void Tracer::StopFollowingAnchor(const char* why) {
+  ++anchor_given_up_;
+  anchor_last_reason_ = why;
+  // The launch sequence has a hole where the callbacks were off: a new finder starts clean.
+  FindIterationsAfresh();
   if (clock_follower_) clock_follower_->OnAnchorLost();
   SetLaunchCallbacks(true);
 }
