@@ -170,7 +170,10 @@ class TraceBuilder {
     std::string_view text;  // points into trace_.strings (stable: a deque of strings)
     StringId id;
   };
-  std::vector<InternSlot> intern_cache_ = std::vector<InternSlot>(4096);
+  // Grows with the distinct strings up to kInternCacheMax slots (a small trace then does not
+  // clear a large table: the fuzz targets read thousands of them a second).
+  static constexpr size_t kInternCacheMax = 4096;
+  std::vector<InternSlot> intern_cache_ = std::vector<InternSlot>(64);
 };
 
 }  // namespace emo::trace::kineto

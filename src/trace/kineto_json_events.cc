@@ -652,7 +652,10 @@ StringId TraceBuilder::InternCached(std::string_view s) {
   InternSlot& slot = intern_cache_[h & (intern_cache_.size() - 1)];
   if (slot.hash == h && slot.id.valid() && slot.text == s) return slot.id;
   const StringId id = trace_.strings.Intern(s);
-  slot = {h, trace_.strings.Get(id), id};
+  if (trace_.strings.size() > intern_cache_.size() && intern_cache_.size() < kInternCacheMax) {
+    intern_cache_.assign(std::min(intern_cache_.size() * 8, kInternCacheMax), InternSlot{});
+  }
+  intern_cache_[h & (intern_cache_.size() - 1)] = {h, trace_.strings.Get(id), id};
   return id;
 }
 
