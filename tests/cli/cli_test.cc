@@ -279,19 +279,50 @@ TEST(CliTest, PerfettoTakesSeveralTracesAndNeverCostsTheJson) {
 
 TEST(CliTest, EveryCommandHasHelp) {
   for (const char* cmd : {"analyze", "whatif", "optimize", "calibrate-overhead", "devices", "model validate", "model fit",
-                          "model calibrate", "pipeline"}) {
+                          "model calibrate", "model classify", "pipeline"}) {
     const EmoRun r = Emo(std::string(cmd) + " --help");
     EXPECT_EQ(r.exit_code, 0) << cmd;
     EXPECT_NE(r.out.find("--json"), std::string::npos) << cmd << ": " << r.out;
   }
 }
 
+TEST(CliTest, ModelClassifyNamesTheClassOfEachKernelFromArgumentsOrStandardInput) {
+  const std::string gemm = "nvjet_sm90_tst_256x128_64x4_1x2_h_bz_coopA_NNT";
+  const std::string sgemm = "void cutlass::Kernel2<cutlass_80_simt_sgemm_256x128_8x4_nn_align1>(Params)";
+  const std::string add = "void at::native::vectorized_elementwise_kernel<4, at::native::CUDAFunctor_add<float>>(int)";
+  const std::string nccl = "ncclDevKernel_AllReduce_Sum_bf16_RING_LL(ncclDevKernelArgsStorage<4096ul>)";
+  const auto j = EmoJson("model classify '" + gemm + "' '" + sgemm + "' '" + add + "' '" + nccl + "'", "classify");
+  ASSERT_EQ(j["kernels"].size(), 4u) << j.dump();
+  const std::vector<std::array<std::string, 3>> want = {
+      {gemm, "compute", "gemm"}, {sgemm, "compute", "gemm"}, {add, "memory", "elementwise"}, {nccl, "communication", "collective"}};
+  for (size_t i = 0; i < want.size(); ++i) {
+    EXPECT_EQ(j["kernels"][i]["name"], want[i][0]);
+    EXPECT_EQ(j["kernels"][i]["class"], want[i][1]) << want[i][0];
+    EXPECT_EQ(j["kernels"][i]["kind"], want[i][2]) << want[i][0];
+    EXPECT_EQ(j["kernels"][i]["cuda_core_gemm"], i == 1) << want[i][0];
+  }
+  // One name per line on standard input, names with spaces kept whole; the human table too.
+  const EmoRun piped = emo::testing::RunShell("printf '%s\\n%s\\n' '" + add + "' '" + gemm + "' | timeout 60 '" +
+                                              std::string(EMO_BINARY) + "' model classify -");
+  ASSERT_EQ(piped.exit_code, 0) << piped.out;
+  auto row = [](std::string cls, std::string kind, const std::string& name) {
+    cls.resize(13, ' ');
+    kind.resize(11, ' ');
+    return cls + " " + kind + " " + name + "\n";
+  };
+  EXPECT_NE(piped.out.find(row("memory", "elementwise", add)), std::string::npos) << piped.out;
+  EXPECT_NE(piped.out.find(row("compute", "gemm", gemm)), std::string::npos) << piped.out;
+  const EmoRun empty = emo::testing::RunShell("timeout 60 '" + std::string(EMO_BINARY) + "' model classify - </dev/null");
+  EXPECT_NE(empty.exit_code, 0);
+  EXPECT_NE(empty.out.find("no kernel names"), std::string::npos) << empty.out;
+}
+
 // ---- Usage: help, bounds, conflicts, wording ----
 
 // Every command and command group, as typed after `emo`.
-const std::vector<std::string> kCommands = {"analyze",         "whatif",    "optimize",       "calibrate-overhead",
-                                            "devices",         "model fit", "model validate", "model calibrate",
-                                            "pipeline",        "report"};
+const std::vector<std::string> kCommands = {"analyze",        "whatif",         "optimize",  "calibrate-overhead",
+                                            "devices",        "model fit",      "model validate", "model calibrate",
+                                            "model classify", "pipeline",       "report"};
 
 // A per-stage, per-clock table in Perseus' format (`stage,instruction,frequency,time,energy`):
 // `stages` stages, clocks 1000-1400 MHz; lower clocks are slower and cheaper. Returns its path.

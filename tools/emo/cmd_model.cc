@@ -1,8 +1,9 @@
-// `emo model fit|validate`: fit the clock model to per-clock profiles, and score it on held-out
-// clocks.
+// `emo model fit|validate|calibrate|classify`: fit the clock model to per-clock profiles, score it
+// on held-out clocks, calibrate it on measured energy, and say which class a kernel name gets.
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
+#include <iostream>
 #include <memory>
 #include <string>
 #include <vector>
@@ -18,6 +19,7 @@
 #include "emo/model/device.h"
 #include "emo/model/fit.h"
 #include "emo/model/iteration_energy.h"
+#include "emo/model/kernel_class.h"
 #include "emo/model/stage_profile.h"
 #include "emo/model/validate.h"
 #include "emo/trace/reader.h"
@@ -459,6 +461,43 @@ int RunCalibrate(const CalibrateArgs& args) {
   return 0;
 }
 
+struct ClassifyArgs {
+  std::vector<std::string> names;
+  std::string json_path;
+};
+
+// The class and kind EMO's model gives each kernel name (names from the arguments, or one per line
+// from standard input when the only argument is "-").
+int RunClassify(const ClassifyArgs& args) {
+  std::vector<std::string> names = args.names;
+  if (names.size() == 1 && names[0] == "-") {
+    names.clear();
+    for (std::string line; std::getline(std::cin, line);) {
+      if (!line.empty() && line.back() == '\r') line.pop_back();
+      if (!line.empty()) names.push_back(line);
+    }
+    if (names.empty()) return Fail("model classify", InvalidArgument("no kernel names on standard input"));
+  }
+  json kernels = json::array();
+  std::FILE* out = HumanOut(args.json_path);
+  for (const std::string& name : names) {
+    const model::KernelKind kind = model::ClassifyKind(name);
+    const model::KernelClass cls = model::ClassOf(kind);
+    const bool cuda_core = cls == model::KernelClass::kCompute && model::IsCudaCoreGemm(name);
+    kernels.push_back({{"name", name},
+                       {"class", model::KernelClassName(cls)},
+                       {"kind", model::KernelKindName(kind)},
+                       {"cuda_core_gemm", cuda_core}});
+    fmt::print(out, "{:<13} {:<11} {}{}\n", model::KernelClassName(cls), model::KernelKindName(kind), name,
+               cuda_core ? "  (CUDA cores)" : "");
+  }
+  if (!args.json_path.empty()) {
+    Status st = WriteJson(args.json_path, {{"kernels", kernels}});
+    if (!st.ok()) return Fail("model classify", st);
+  }
+  return 0;
+}
+
 }  // namespace
 
 void SetupModel(CLI::App& app, int& exit_code) {
@@ -548,6 +587,19 @@ void SetupModel(CLI::App& app, int& exit_code) {
   cal->add_flag("--update-device", cal_args->update_device,
                 "Write the activity scale fitted on all workloads into the device file");
   cal->callback([cal_args, &exit_code] { exit_code = RunCalibrate(*cal_args); });
+
+  auto classify_args = std::make_shared<ClassifyArgs>();
+  CLI::App* classify = cmd->add_subcommand(
+      "classify",
+      "Print the class (compute, memory, communication, other) and kind the model gives each\n"
+      "kernel name, as the analysis and the device file's per-class numbers see it");
+  classify
+      ->add_option("names", classify_args->names,
+                   "Kernel names as traces show them (quote each); '-' reads one name per line from\n"
+                   "standard input")
+      ->required();
+  classify->add_option("--json", classify_args->json_path, "Write the result as JSON ('-' = stdout)");
+  classify->callback([classify_args, &exit_code] { exit_code = RunClassify(*classify_args); });
 }
 
 }  // namespace emo::cli
