@@ -44,14 +44,8 @@
 #include <string>
 #include <vector>
 
-#define CUDA_OK(call)                                                                           \
-  do {                                                                                          \
-    cudaError_t e_ = (call);                                                                    \
-    if (e_ != cudaSuccess) {                                                                    \
-      std::fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #call, cudaGetErrorString(e_)); \
-      std::exit(1);                                                                             \
-    }                                                                                           \
-  } while (0)
+#include "cuda_ok.h"
+
 #define CUBLAS_OK(call)                                                                          \
   do {                                                                                           \
     cublasStatus_t s_ = (call);                                                                  \

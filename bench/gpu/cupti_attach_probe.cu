@@ -27,14 +27,8 @@
 #include <cstdlib>
 #include <vector>
 
-#define CUDA_OK(call)                                                                           \
-  do {                                                                                          \
-    cudaError_t e_ = (call);                                                                    \
-    if (e_ != cudaSuccess) {                                                                    \
-      std::fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #call, cudaGetErrorString(e_)); \
-      std::exit(1);                                                                             \
-    }                                                                                           \
-  } while (0)
+#include "cuda_ok.h"
+
 #define CUPTI_OK(call)                                                                  \
   do {                                                                                  \
     CUptiResult r_ = (call);                                                            \
