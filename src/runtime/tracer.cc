@@ -904,6 +904,23 @@ void Tracer::Reattach() {
   // CUPTI forgot the subscriber, its callbacks, the buffer functions and its context ids.
   // No activity call is made until a later window needs one (SetActivities): the buffer functions
   // are registered again then. The window's records were flushed at the detach.
+  //
+  // The calls made while nothing was subscribed are a hole in the launch sequence and between
+  // anchor calls or NVTX ranges: the iterations are found again from here. What the ring holds
+  // now is from before the hole (no callback pushes while nothing is subscribed) and only counts.
+  // All of this comes before the subscription: a launch made the moment the callbacks are on
+  // already belongs to the new sequence and must reach the new finder.
+  uint64_t launches_before = 0;
+  for (LaunchEvent e; launches_.TryPop(&e);) launches_before += e.anchor == 0 ? 1 : 0;
+  launches_seen_.fetch_add(launches_before, std::memory_order_relaxed);
+  {
+    std::lock_guard<std::mutex> lock(nvtx_mutex_);
+    nvtx_boundaries_.clear();
+  }
+  FindIterationsAfresh();
+  nvtx_started_ = false;
+  attach_generation_.fetch_add(1, std::memory_order_relaxed);
+  launch_generation_.fetch_add(1, std::memory_order_relaxed);
   std::string why;
   if (!Subscribe(&why) || !EnableCallbacks(&why)) {
     // Nothing is followed from here: the trace ends with the iterations before the detach.
@@ -916,23 +933,9 @@ void Tracer::Reattach() {
   activity_buffers_registered_ = false;
   forced_flush_at_ns_ = 0;
   flush_until_ns_ = 0;
-  detached_.store(false, std::memory_order_release);
-  attach_generation_.fetch_add(1, std::memory_order_relaxed);
-  launch_generation_.fetch_add(1, std::memory_order_relaxed);
   launch_callbacks_on_ = true;  // EnableCallbacks turned them on
+  detached_.store(false, std::memory_order_release);
   AddLiveContexts();
-  // The calls made while nothing was subscribed are a hole in the launch sequence and between
-  // anchor calls or NVTX ranges: the iterations are found again from here. What the ring holds
-  // from before the hole (under a millisecond of calls) only counts.
-  uint64_t launches_before = 0;
-  for (LaunchEvent e; launches_.TryPop(&e);) launches_before += e.anchor == 0 ? 1 : 0;
-  launches_seen_.fetch_add(launches_before, std::memory_order_relaxed);
-  {
-    std::lock_guard<std::mutex> lock(nvtx_mutex_);
-    nvtx_boundaries_.clear();
-  }
-  FindIterationsAfresh();
-  nvtx_started_ = false;
 }
 
 }  // namespace emo::runtime
