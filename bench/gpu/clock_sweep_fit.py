@@ -26,6 +26,9 @@ import sys
 
 CU_CLASSES = {"tc_gemm": "compute", "fp32_gemm": "compute", "fma": "compute", "copy": "memory",
               "triad": "memory", "l2_read": "other"}
+# The device file's kind (its "kinds" keys, `emo model classify`'s kind) of the .cu probes that
+# stand for one; the hand-written FMA chain and L2 read are no library kernel's kind.
+CU_KINDS = {"tc_gemm": "gemm", "fp32_gemm": "cuda_core_gemm", "copy": "copy", "triad": "elementwise"}
 
 
 def fit(points, f_max):
@@ -44,9 +47,9 @@ def fit(points, f_max):
 
 
 def classes_from_kernels(path, emo):
-    """Probe -> the EMO class that holds most of its kernels' GPU time (`emo model classify` on
-    their names); kernels.json from an older run without times (a list of names) counts each
-    name once."""
+    """Probe -> (the EMO class, the kind) that hold most of its kernels' GPU time (`emo model
+    classify` on their names; a CUDA-core GEMM's kind is cuda_core_gemm); kernels.json from an
+    older run without times (a list of names) counts each name once."""
     with open(path) as f:
         kernels = json.load(f)["kernels"]
     out = {}
@@ -56,10 +59,11 @@ def classes_from_kernels(path, emo):
             continue
         r = subprocess.run([emo, "model", "classify", "--json", "-", "-"], input="\n".join(times), capture_output=True,
                            text=True, check=True)
-        by_class = collections.Counter()
+        by_class, by_kind = collections.Counter(), collections.Counter()
         for k in json.loads(r.stdout)["kernels"]:
             by_class[k["class"] + (" (CUDA cores)" if k["cuda_core_gemm"] else "")] += times[k["name"]]
-        out[probe] = by_class.most_common(1)[0][0]
+            by_kind["cuda_core_gemm" if k["cuda_core_gemm"] else k["kind"]] += times[k["name"]]
+        out[probe] = (by_class.most_common(1)[0][0], by_kind.most_common(1)[0][0])
     return out
 
 
@@ -78,13 +82,14 @@ def main():
         device = json.load(f)
     f_max = float(device["default_clock_mhz"]["value"] if isinstance(device["default_clock_mhz"], dict) else device["default_clock_mhz"])
     share_of = {c: v["comp_share"]["value"] for c, v in device["classes"].items()}
-    classes = dict(CU_CLASSES)
+    classes, kinds = dict(CU_CLASSES), dict(CU_KINDS)
     if args.classes:
         classes.update(dict(kv.split("=", 1) for kv in args.classes.split(",")))
     if args.kernels:
         if not args.emo:
             sys.exit("clock_sweep_fit: --kernels needs --emo to classify the kernels' names")
-        classes.update(classes_from_kernels(args.kernels, args.emo))
+        for probe, (cls, kind) in classes_from_kernels(args.kernels, args.emo).items():
+            classes[probe], kinds[probe] = cls, kind
 
     runs = collections.defaultdict(list)
     dropped = collections.Counter()
@@ -112,7 +117,7 @@ def main():
         cls = classes.get(probe, "?")
         assumed = share_of.get(cls.split(" ")[0])
         predicted_ratio = (1 - assumed) + assumed * f_hi / f_lo if assumed is not None else None
-        rows.append({"probe": probe, "class": cls, "runs": len(pts), "dropped": dropped[probe],
+        rows.append({"probe": probe, "class": cls, "kind": kinds.get(probe), "runs": len(pts), "dropped": dropped[probe],
                      "mhz_low": round(f_lo), "mhz_high": round(f_hi), "ms_at_high": round(statistics.median(hi), 4),
                      "comp_share_measured": round(share, 3), "r2": round(r2, 3), "comp_share_assumed": assumed,
                      "time_ratio_measured": round(measured_ratio, 4),

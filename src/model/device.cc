@@ -242,6 +242,26 @@ Result<DeviceModel> ParseDevice(const json& j, const std::string& path) {
       return c.Error("comp_share must be in [0, 1] and activity >= 0");
     }
   }
+  // Clock-bound shares per kind, each optional: absent, the kind keeps its class prior's.
+  if (doc.Has("kinds")) {
+    EMO_ASSIGN_OR_RETURN(const JsonField kinds, doc.Get("kinds"));
+    EMO_RETURN_IF_ERROR(kinds.ExpectObject());
+    for (const auto& [key, value] : kinds.json().items()) {
+      int found = -1;
+      for (int k = 0; k < kNumShareKinds; ++k) found = ShareKindName(k) == key ? k : found;
+      if (found < 0) {
+        std::string known;
+        for (int k = 0; k < kNumShareKinds; ++k) known += fmt::format("{}{}", k ? ", " : "", ShareKindName(k));
+        return JsonField(value, path, "kinds." + key).Error(fmt::format("is not a kernel kind (one of: {})", known));
+      }
+      double share = 0.0;
+      EMO_RETURN_IF_ERROR(reader.Number(value, "comp_share", "kinds." + key + ".comp_share", share));
+      if (!(share >= 0.0 && share <= 1.0)) {
+        return JsonField(value, path, "kinds." + key + ".comp_share").Error("must be in [0, 1]");
+      }
+      dev.kind_comp_share[static_cast<size_t>(found)] = share;
+    }
+  }
   EMO_RETURN_IF_ERROR(reader.Number(j, "activity_scale", "activity_scale", dev.activity_scale,
                                     /*required=*/false));
   if (!(dev.activity_scale > 0.0)) {
@@ -366,6 +386,23 @@ Result<DeviceModel> FindDevice(const std::string& name_or_path, const std::strin
   }
   return NotFound(fmt::format("no device model '{}' in {} (known: {})", name_or_path, dir,
                               known.empty() ? "none" : known));
+}
+
+int ShareKindOf(KernelKind kind, bool cuda_core_gemm) {
+  return cuda_core_gemm ? kCudaCoreGemmShareKind : static_cast<int>(kind);
+}
+
+KernelClass ShareKindClass(int share_kind) {
+  return share_kind == kCudaCoreGemmShareKind ? KernelClass::kCompute : ClassOf(static_cast<KernelKind>(share_kind));
+}
+
+std::string_view ShareKindName(int share_kind) {
+  return share_kind == kCudaCoreGemmShareKind ? "cuda_core_gemm" : KernelKindName(static_cast<KernelKind>(share_kind));
+}
+
+double DeviceModel::CompShare(int share_kind) const {
+  const double own = kind_comp_share[static_cast<size_t>(share_kind)];
+  return std::isnan(own) ? Prior(ShareKindClass(share_kind)).comp_share : own;
 }
 
 double DeviceModel::KernelShare(int64_t blocks, int64_t threads_per_block, double duration_s,

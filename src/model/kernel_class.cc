@@ -103,7 +103,7 @@ constexpr Rule kRules[] = {
     {"triton_red", KernelKind::kReduction},
     {"triton_per", KernelKind::kReduction},
     {"reduce", KernelKind::kReduction},
-    {"softmax", KernelKind::kReduction},
+    {"softmax", KernelKind::kSoftmax},
     {"nll_loss", KernelKind::kReduction},
     {"cross_entropy", KernelKind::kReduction},
     {"pool", KernelKind::kReduction},
@@ -187,6 +187,8 @@ std::string_view KernelKindName(KernelKind k) {
       return "elementwise";
     case KernelKind::kReduction:
       return "reduction";
+    case KernelKind::kSoftmax:
+      return "softmax";
     case KernelKind::kNorm:
       return "norm";
     case KernelKind::kCopy:
@@ -212,6 +214,17 @@ bool ParseKernelClass(std::string_view name, KernelClass& out) {
   return false;
 }
 
+bool ParseKernelKind(std::string_view name, KernelKind& out) {
+  for (int i = 0; i < kNumKernelKinds; ++i) {
+    const auto k = static_cast<KernelKind>(i);
+    if (KernelKindName(k) == name) {
+      out = k;
+      return true;
+    }
+  }
+  return false;
+}
+
 KernelClass ClassOf(KernelKind kind) {
   switch (kind) {
     case KernelKind::kGemm:
@@ -220,6 +233,7 @@ KernelClass ClassOf(KernelKind kind) {
       return KernelClass::kCompute;
     case KernelKind::kElementwise:
     case KernelKind::kReduction:
+    case KernelKind::kSoftmax:
     case KernelKind::kNorm:
     case KernelKind::kCopy:
     case KernelKind::kMemset:

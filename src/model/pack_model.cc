@@ -9,9 +9,19 @@ namespace emo::model {
 
 double ClassTimes::Total() const { return std::accumulate(busy_s.begin(), busy_s.end(), 0.0); }
 
-void ClassTimes::Add(KernelClass c, double s, double share) {
-  busy_s[static_cast<size_t>(c)] += s;
-  active_s[static_cast<size_t>(c)] += s * share;
+void ClassTimes::Add(KernelClass c, double s, double share, double comp_share) {
+  const auto i = static_cast<size_t>(c);
+  busy_s[i] += s;
+  active_s[i] += s * share;
+  if (comp_share >= 0.0) {
+    own_share_s[i] += s;
+    clock_bound_s[i] += s * comp_share;
+  }
+}
+
+double ClassTimes::ClockBound(KernelClass c, const DeviceModel& device) const {
+  const auto i = static_cast<size_t>(c);
+  return clock_bound_s[i] + std::max(0.0, busy_s[i] - own_share_s[i]) * device.Prior(c).comp_share;
 }
 
 namespace {
@@ -85,8 +95,9 @@ UnitModel PackUnitModel(const DeviceModel& device, const ClassTimes& times,
     const double t = times.busy_s[static_cast<size_t>(c)];
     if (t <= 0.0) continue;
     const ClassPrior& prior = device.Prior(static_cast<KernelClass>(c));
-    unit.t_mem_s += t * (1.0 - prior.comp_share);
-    unit.t_comp_s += t * prior.comp_share * to_f_max;
+    const double bound = std::clamp(times.ClockBound(static_cast<KernelClass>(c), device), 0.0, t);
+    unit.t_mem_s += t - bound;
+    unit.t_comp_s += bound * to_f_max;
     const double share = std::clamp(times.active_s[static_cast<size_t>(c)] / t, 0.0, 1.0);
     activity += (t / total) *
                 (idle_activity + device.activity_scale * share * (prior.activity - idle_activity));
@@ -116,6 +127,8 @@ std::vector<ClockOption> PackClockOptions(const DeviceModel& device, const Class
     ClassTimes one;
     one.busy_s[c] = times.busy_s[c];
     one.active_s[c] = times.active_s[c];
+    one.clock_bound_s[c] = times.clock_bound_s[c];
+    one.own_share_s[c] = times.own_share_s[c];
     const auto options = ClockOptions(device, PackUnitModel(device, one, measured_clock));
     for (size_t i = 0; i < out.size(); ++i) {
       out[i].time_s += options[i].time_s;
@@ -125,15 +138,17 @@ std::vector<ClockOption> PackClockOptions(const DeviceModel& device, const Class
   return out;
 }
 
-std::vector<std::array<double, kNumKernelClasses>> ClassTimeRatios(const DeviceModel& device,
-                                                                   MegaHertz measured_clock) {
-  std::vector<std::array<double, kNumKernelClasses>> out(device.clocks.size());
-  for (size_t c = 0; c < kNumKernelClasses; ++c) {
+std::vector<std::array<double, kNumShareKinds>> ShareKindTimeRatios(const DeviceModel& device,
+                                                                    MegaHertz measured_clock) {
+  std::vector<std::array<double, kNumShareKinds>> out(device.clocks.size());
+  for (int k = 0; k < kNumShareKinds; ++k) {
     ClassTimes one;
-    one.Add(static_cast<KernelClass>(c), 1.0);
+    one.Add(ShareKindClass(k), 1.0, 1.0, device.CompShare(k));
     const UnitModel unit = PackUnitModel(device, one, measured_clock);
     const double at_default = UnitTime(device.params, unit, measured_clock);
-    for (size_t i = 0; i < device.clocks.size(); ++i) out[i][c] = UnitTime(device.params, unit, device.clocks[i]) / at_default;
+    for (size_t i = 0; i < device.clocks.size(); ++i) {
+      out[i][static_cast<size_t>(k)] = UnitTime(device.params, unit, device.clocks[i]) / at_default;
+    }
   }
   return out;
 }

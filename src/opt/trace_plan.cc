@@ -25,7 +25,7 @@ struct PackModel {
   std::vector<model::ClockOption> options;  // ascending clock
   std::vector<size_t> front;                // Pareto options, fastest first
   size_t default_index = 0;                 // index of the default clock in options
-  std::vector<uint8_t> op_class;            // kernel class of each of the pack's ops
+  std::vector<uint8_t> op_kind;             // share kind (model::ShareKindOf) of each of the pack's ops
 };
 
 // What every packing of one trace is planned against: the analysis, the device model, the
@@ -33,7 +33,7 @@ struct PackModel {
 struct Basis {
   Basis(const analysis::TraceAnalysis& analysis, const model::DeviceModel& d, MegaHertz measured,
         TimeNs switch_latency = 0)
-      : a(analysis), device(d), measured_clock(measured), stretch(model::ClassTimeRatios(d, measured)),
+      : a(analysis), device(d), measured_clock(measured), stretch(model::ShareKindTimeRatios(d, measured)),
         durations(analysis.durations), switch_latency_ns(switch_latency) {}
   // A rank of a job (TracePlanOptions::joint_*).
   Basis(const analysis::TraceAnalysis& analysis, const model::DeviceModel& d, MegaHertz measured,
@@ -55,9 +55,9 @@ struct Basis {
   // power at the default clock is above the device's cap (ThrottledClock): the trace's GPU
   // durations ran there, and a higher clock changes nothing.
   MegaHertz measured_clock;
-  // Per clock of the device and kernel class: an op's time there over its measured time, so a
-  // clock stretches an op the same whatever pack holds it.
-  std::vector<std::array<double, model::kNumKernelClasses>> stretch;
+  // Per clock of the device and share kind (model::ShareKindOf): an op's time there over its
+  // measured time, so a clock stretches an op the same whatever pack holds it.
+  std::vector<std::array<double, model::kNumShareKinds>> stretch;
   // Per node, the durations plans are scored on: the analysis timeline's, one end of the
   // overhead correction's band, or the joint replay's for a rank of a job.
   std::span<const TimeNs> durations;
@@ -109,14 +109,14 @@ class Evaluator {
       const auto& ops = packs_[p].ops;
       for (size_t k = 0; k < ops.size(); ++k) {
         auto& d = dur[ops[k].value()];
-        d = static_cast<TimeNs>(std::llround(static_cast<double>(d) * stretch[m.op_class[k]]));
+        d = static_cast<TimeNs>(std::llround(static_cast<double>(d) * stretch[m.op_kind[k]]));
       }
       // A switch into this pack: its first ops still run at the previous pack's clock.
       if (Switches(choice, p)) {
         const auto& old_stretch = b_.stretch[choice[previous_[p]]];
         for (size_t k : lead_[p]) {
           const uint32_t v = ops[k].value();
-          dur[v] = static_cast<TimeNs>(std::llround(static_cast<double>(b_.durations[v]) * old_stretch[m.op_class[k]]));
+          dur[v] = static_cast<TimeNs>(std::llround(static_cast<double>(b_.durations[v]) * old_stretch[m.op_kind[k]]));
         }
       }
     }
@@ -233,6 +233,7 @@ std::vector<PackModel> BuildModels(const Basis& b, const std::vector<packing::Pa
   struct OpInfo {
     model::KernelClass cls;
     double share;
+    int kind;  // model::ShareKindOf
   };
   std::unordered_map<uint32_t, OpInfo> info;  // by node
   std::map<int32_t, std::vector<std::pair<uint32_t, model::OpSpan>>> by_device;
@@ -240,12 +241,14 @@ std::vector<PackModel> BuildModels(const Basis& b, const std::vector<packing::Pa
     for (auto v : pack.ops) {
       const uint32_t op = n.ref[v.value()];
       const std::string_view name = t.Name(t.gpu.name[op]);
-      const auto cls = model::Classify(name);
+      const auto kind = model::ClassifyKind(name);
+      const auto cls = model::ClassOf(kind);
+      const bool cuda_core = model::IsCudaCoreGemm(name);
       const double share = device.KernelShare(trace::Blocks(t.gpu.launch[op]), trace::Threads(t.gpu.launch[op]),
-                                              NsToS(a.durations[v.value()]), model::IsCudaCoreGemm(name));
+                                              NsToS(a.durations[v.value()]), cuda_core);
       const TimeNs start = a.timeline.start[v.value()];
       by_device[pack.device].push_back({v.value(), {start, start + a.durations[v.value()], cls, share}});
-      info[v.value()] = {cls, share};
+      info[v.value()] = {cls, share, model::ShareKindOf(kind, cuda_core)};
     }
   }
   for (auto& [dev, ops] : by_device) {
@@ -261,8 +264,8 @@ std::vector<PackModel> BuildModels(const Basis& b, const std::vector<packing::Pa
     auto& m = models[p];
     for (auto v : packs[p].ops) {
       const OpInfo& o = info.at(v.value());
-      times.Add(o.cls, NsToS(a.durations[v.value()]), o.share);
-      m.op_class.push_back(static_cast<uint8_t>(o.cls));
+      times.Add(o.cls, NsToS(a.durations[v.value()]), o.share, device.CompShare(o.kind));
+      m.op_kind.push_back(static_cast<uint8_t>(o.kind));
     }
     m.options = model::PackClockOptions(device, times, b.measured_clock);
     m.front = model::ParetoFront(m.options);
@@ -629,7 +632,7 @@ void RecordPacks(const Basis& basis, const PackingPlan& won, TracePlan& plan) {
     const auto& at_default = basis.stretch[m.default_index];
     for (size_t k = 0; k < planned.pack.ops.size(); ++k) {
       const auto d = static_cast<double>(basis.durations[planned.pack.ops[k].value()]);
-      planned.op_extra_ns.push_back(std::llround(d * (at_plan[m.op_class[k]] - at_default[m.op_class[k]])));
+      planned.op_extra_ns.push_back(std::llround(d * (at_plan[m.op_kind[k]] - at_default[m.op_kind[k]])));
     }
     if (!plan.packs.empty() && plan.packs.back().pack.device == planned.pack.device &&
         plan.packs.back().clock == planned.clock) {

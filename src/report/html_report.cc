@@ -36,27 +36,29 @@ json EnergyByClass(const opt::PlannedTrace& pt, const packing::PackingInput& inp
                    const std::unordered_map<graph::NodeId, size_t>& pack_of) {
   const auto& plan = pt.plan;
   const auto& device = *pt.device;
-  // Per pack and class, the busy seconds of its ops (as measured on the plan's timeline).
-  std::vector<std::array<double, model::kNumKernelClasses>> busy(plan.packs.size());
+  // Per pack and class, the busy seconds of its ops (as measured on the plan's timeline), each
+  // with its kind's clock-bound share (the input's clock_class is the op's share kind).
+  std::vector<std::array<model::ClassTimes, model::kNumKernelClasses>> busy(plan.packs.size());
   for (const auto& d : input.devices) {
     for (const auto& op : d.ops) {
       auto it = pack_of.find(op.node);
       if (it == pack_of.end()) continue;
-      busy[it->second][op.clock_class % model::kNumKernelClasses] += static_cast<double>(op.duration) * 1e-9;
+      const model::KernelClass c = model::ShareKindClass(op.clock_class);
+      busy[it->second][static_cast<size_t>(c)].Add(c, static_cast<double>(op.duration) * 1e-9, 1.0,
+                                                   device.CompShare(op.clock_class));
     }
   }
   json out = json::object();
   for (int c = 0; c < model::kNumKernelClasses; ++c) {
     double at_default = 0, at_plan = 0, seconds = 0;
     for (size_t p = 0; p < plan.packs.size(); ++p) {
-      if (busy[p][c] <= 0) continue;
-      model::ClassTimes times;
-      times.Add(static_cast<model::KernelClass>(c), busy[p][c]);
+      const model::ClassTimes& times = busy[p][static_cast<size_t>(c)];
+      if (times.Total() <= 0) continue;
       const auto options = model::PackClockOptions(device, times, plan.throttle_clock);
       if (options.empty()) continue;
       at_default += OptionAt(options, device.default_clock).energy_j;
       at_plan += OptionAt(options, plan.packs[p].clock).energy_j;
-      seconds += busy[p][c];
+      seconds += times.Total();
     }
     if (seconds <= 0) continue;
     out[std::string(model::KernelClassName(static_cast<model::KernelClass>(c)))] = {
@@ -77,7 +79,9 @@ json ReportData(const opt::PlannedTrace& pt) {
   }
   const std::unordered_set<graph::NodeId> critical(a.steady_path.nodes.begin(), a.steady_path.nodes.end());
   const packing::PackingInput input =
-      packing::InputOf(a, [](std::string_view name) { return static_cast<uint8_t>(model::Classify(name)); });
+      packing::InputOf(a, [](std::string_view name) {
+        return static_cast<uint8_t>(model::ShareKindOf(model::ClassifyKind(name), model::IsCudaCoreGemm(name)));
+      });
   // The iteration: from its first pack (or op) to its end.
   TimeNs t0 = std::numeric_limits<TimeNs>::max(), t1 = 0;
   for (const auto& p : plan.packs) {
@@ -101,7 +105,7 @@ json ReportData(const opt::PlannedTrace& pt) {
       auto it = pack_of.find(op.node);
       pack.push_back(it == pack_of.end() ? -1 : static_cast<int64_t>(it->second));
       on_path.push_back(critical.count(op.node) ? 1 : 0);
-      cls.push_back(op.clock_class);
+      cls.push_back(static_cast<int>(model::ShareKindClass(op.clock_class)));
     }
     gpus.push_back({{"device", d.device},
                     {"end_us", us(d.end)},

@@ -351,5 +351,45 @@ TEST(DeviceTest, OccupancyNumbersAreReadAndChecked) {
   EXPECT_DOUBLE_EQ(plain->KernelShare(1, 32, 1e-6, true), 1.0);
 }
 
+// Clock-bound shares per kind: each optional, checked, with its provenance; a kind the file does
+// not name keeps its class prior's, and a CUDA-core GEMM has a share kind of its own.
+TEST(DeviceTest, KindSharesAreReadCheckedAndFallBackToTheClass) {
+  json j = H200Json();
+  j.erase("kinds");
+  j["kinds"] = {{"copy", {{"comp_share", {{"value", 0.02}, {"source", "test copy"}}}}},
+                {"cuda_core_gemm", {{"comp_share", {{"value", 0.99}, {"source", "test sgemm"}}}}}};
+  Result<DeviceModel> d = ParseDevice(j, "devices/t.json");
+  ASSERT_TRUE(d.ok()) << d.status().ToString();
+  EXPECT_DOUBLE_EQ(d->CompShare(ShareKindOf(KernelKind::kCopy, false)), 0.02);
+  EXPECT_DOUBLE_EQ(d->CompShare(ShareKindOf(KernelKind::kGemm, true)), 0.99);
+  EXPECT_EQ(ShareKindClass(kCudaCoreGemmShareKind), KernelClass::kCompute);
+  // Not named: the class prior.
+  EXPECT_DOUBLE_EQ(d->CompShare(ShareKindOf(KernelKind::kGemm, false)), d->Prior(KernelClass::kCompute).comp_share);
+  EXPECT_DOUBLE_EQ(d->CompShare(ShareKindOf(KernelKind::kElementwise, false)),
+                   d->Prior(KernelClass::kMemory).comp_share);
+  EXPECT_EQ(d->provenance.at("kinds.copy.comp_share").source, "test copy");
+
+  json bad = j;
+  bad["kinds"]["matmul"] = {{"comp_share", {{"value", 0.5}, {"source", "t"}}}};
+  Result<DeviceModel> r = ParseDevice(bad, "devices/t.json");
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("kinds.matmul"), std::string::npos) << r.status().message();
+  EXPECT_NE(r.status().message().find("cuda_core_gemm"), std::string::npos) << r.status().message();
+  bad = j;
+  bad["kinds"]["copy"]["comp_share"]["value"] = 1.5;
+  r = ParseDevice(bad, "devices/t.json");
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("kinds.copy.comp_share"), std::string::npos) << r.status().message();
+  bad = j;
+  bad["kinds"]["copy"]["comp_share"].erase("source");
+  r = ParseDevice(bad, "devices/t.json");
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("source"), std::string::npos) << r.status().message();
+  bad = j;
+  bad["kinds"] = json::array();
+  EXPECT_FALSE(ParseDevice(bad, "devices/t.json").ok());
+  for (int k = 0; k < kNumShareKinds; ++k) EXPECT_FALSE(ShareKindName(k).empty()) << k;
+}
+
 }  // namespace
 }  // namespace emo::model

@@ -92,7 +92,7 @@ constexpr Named kNames[] = {
     {"void at::native::(anonymous namespace)::cunn_SoftMaxForward<8, c10::BFloat16, float, "
      "c10::BFloat16, at::native::(anonymous namespace)::LogSoftMaxForwardEpilogue>"
      "(c10::BFloat16*, c10::BFloat16 const*, int)",
-     KernelKind::kReduction},
+     KernelKind::kSoftmax},
     {"void splitKreduce_kernel<float, float, float, float, true, false, false>"
      "(cublasSplitKParams<float>, float const*, float const*, float*, float const*, float const*, "
      "float const*, float const*, float*, void*, long, float*, int*)",
@@ -166,6 +166,13 @@ constexpr Named kNames[] = {
      "int, int, at_cuda_detail::cub::detail::identity_decomposer_t>(int*, int*, unsigned long*)",
      KernelKind::kOther},
     {"Kernel", KernelKind::kOther},
+    // Softmax is its own kind (its time follows the clock where other reductions' does not).
+    {"void at::native::(anonymous namespace)::cunn_SoftMaxForward<4, float, float, float, "
+     "at::native::(anonymous namespace)::SoftMaxForwardEpilogue>(float*, float const*, int)",
+     KernelKind::kSoftmax},
+    {"void at::native::(anonymous namespace)::cunn_SoftMaxBackward<4, float, float, float, "
+     "at::native::(anonymous namespace)::LogSoftMaxBackwardEpilogue>(float*, float const*, float const*, long)",
+     KernelKind::kSoftmax},
 };
 
 TEST(KernelClassTest, RealNamesGetTheirKind) {
@@ -178,8 +185,8 @@ TEST(KernelClassTest, KindsMapToClasses) {
   EXPECT_EQ(ClassOf(KernelKind::kGemm), KernelClass::kCompute);
   EXPECT_EQ(ClassOf(KernelKind::kConv), KernelClass::kCompute);
   EXPECT_EQ(ClassOf(KernelKind::kAttention), KernelClass::kCompute);
-  for (KernelKind k : {KernelKind::kElementwise, KernelKind::kReduction, KernelKind::kNorm,
-                       KernelKind::kCopy, KernelKind::kMemset}) {
+  for (KernelKind k : {KernelKind::kElementwise, KernelKind::kReduction, KernelKind::kSoftmax,
+                       KernelKind::kNorm, KernelKind::kCopy, KernelKind::kMemset}) {
     EXPECT_EQ(ClassOf(k), KernelClass::kMemory) << KernelKindName(k);
   }
   EXPECT_EQ(ClassOf(KernelKind::kCollective), KernelClass::kCommunication);
@@ -204,6 +211,16 @@ TEST(KernelClassTest, ClassNamesRoundTrip) {
   }
   KernelClass c{};
   EXPECT_FALSE(ParseKernelClass("gpu", c));
+}
+
+TEST(KernelClassTest, KindNamesRoundTrip) {
+  for (int i = 0; i < kNumKernelKinds; ++i) {
+    KernelKind k{};
+    ASSERT_TRUE(ParseKernelKind(KernelKindName(static_cast<KernelKind>(i)), k));
+    EXPECT_EQ(static_cast<int>(k), i);
+  }
+  KernelKind k{};
+  EXPECT_FALSE(ParseKernelKind("compute", k));
 }
 
 }  // namespace

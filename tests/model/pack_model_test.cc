@@ -1,4 +1,6 @@
 // Pack models and Pareto filtering of clock options.
+#include <limits>
+
 #include <gtest/gtest.h>
 
 #include "emo/model/pack_model.h"
@@ -52,6 +54,41 @@ TEST(PackModelTest, SplitsTimeByClassPriors) {
   EXPECT_NEAR(UnitTime(d->params, throttled, MegaHertz(1500)), 0.020, 1e-12);
   EXPECT_DOUBLE_EQ(UnitTime(d->params, throttled, MegaHertz(1980)),
                    UnitTime(d->params, throttled, MegaHertz(1500)));
+}
+
+// Time added with a kind's own clock-bound share splits by it; the rest of the class by its prior.
+// A kernel's time ratio at a clock (what a plan stretches it by) follows its share kind.
+TEST(PackModelTest, KindSharesSplitTheirOwnTime) {
+  Result<DeviceModel> d = FindDevice("h200", testing::SourceDir() + "/devices");
+  ASSERT_TRUE(d.ok()) << d.status().ToString();
+  DeviceModel dev = *d;
+  dev.kind_comp_share.fill(std::numeric_limits<double>::quiet_NaN());
+  dev.kind_comp_share[static_cast<size_t>(KernelKind::kCopy)] = 0.0;
+  ClassTimes t;
+  t.Add(KernelClass::kMemory, 0.004, 1.0, dev.CompShare(ShareKindOf(KernelKind::kCopy, false)));
+  t.Add(KernelClass::kMemory, 0.006);  // the class prior
+  const double sm = dev.Prior(KernelClass::kMemory).comp_share;
+  EXPECT_NEAR(t.ClockBound(KernelClass::kMemory, dev), 0.006 * sm, 1e-15);
+  const UnitModel u = PackUnitModel(dev, t, dev.default_clock);
+  EXPECT_NEAR(u.t_comp_s, 0.006 * sm, 1e-15);
+  EXPECT_NEAR(u.t_mem_s, 0.004 + 0.006 * (1 - sm), 1e-15);
+  const auto ratios = ShareKindTimeRatios(dev, dev.default_clock);
+  ASSERT_EQ(ratios.size(), dev.clocks.size());
+  const size_t copy = static_cast<size_t>(KernelKind::kCopy), norm = static_cast<size_t>(KernelKind::kNorm);
+  for (size_t i = 0; i < ratios.size(); ++i) {
+    const double f = dev.clocks[i].value(), fmax = dev.params.f_max.value();
+    EXPECT_NEAR(ratios[i][copy], 1.0, 1e-12) << f;  // share 0: the clock changes nothing
+    EXPECT_NEAR(ratios[i][norm], (1 - sm) + sm * fmax / f, 1e-12) << f;
+  }
+  // The pack's options equal the sum of its two parts' own.
+  ClassTimes a, b;
+  a.Add(KernelClass::kMemory, 0.004, 1.0, 0.0);
+  b.Add(KernelClass::kMemory, 0.006);
+  const auto whole = PackClockOptions(dev, t, dev.default_clock);
+  const auto pa = PackClockOptions(dev, a, dev.default_clock), pb = PackClockOptions(dev, b, dev.default_clock);
+  for (size_t i = 0; i < whole.size(); ++i) {
+    EXPECT_NEAR(whole[i].time_s, pa[i].time_s + pb[i].time_s, 1e-12);
+  }
 }
 
 // Cutting work into packs never changes its time or energy at one clock: the options of a

@@ -135,7 +135,7 @@ namespace {
 // A clock switch takes the switch latency at the old clock: plans without switches (the
 // baseline, the best static clock) cost the same with or without it, and plans with it still
 // meet the target and cost no more than the static best; at 2 ms packs the plan with a 1 ms
-// latency switches no more often than the one with free switches.
+// latency costs no less than the one with free switches (a switch can only add time and energy).
 TEST(TracePlanTest, SwitchLatencyCostsOnlyPlansThatSwitch) {
   auto device = model::FindDevice("h200", EMO_SOURCE_DIR "/devices");
   ASSERT_TRUE(device.ok()) << device.status().ToString();
@@ -158,7 +158,7 @@ TEST(TracePlanTest, SwitchLatencyCostsOnlyPlansThatSwitch) {
     EXPECT_LE(p->plan.energy_j, p->static_best.energy_j + 1e-9);
   }
   EXPECT_GT(f->switches, 0u);
-  EXPECT_LE(s->switches, f->switches);
+  EXPECT_GE(s->plan.energy_j, f->plan.energy_j - 1e-9);
   // The planner saw the latency: a different plan, or the same clocks at a cost.
   EXPECT_TRUE(s->switches != f->switches || s->plan.energy_j != f->plan.energy_j || s->plan.time_ns != f->plan.time_ns);
   EXPECT_EQ(s->switch_latency_ns, 1'000'000);

@@ -1,5 +1,6 @@
 // `emo devices`: list the device models EMO knows (devices/*.json) with the source of their
 // numbers.
+#include <cmath>
 #include <cstdio>
 #include <memory>
 #include <string>
@@ -31,6 +32,13 @@ json DeviceJson(const model::DeviceModel& d) {
     classes[std::string(model::KernelClassName(c))] = {{"comp_share", d.Prior(c).comp_share},
                                                        {"activity_w_per_mhz", d.Prior(c).activity}};
   }
+  // Clock-bound shares the file measured per kind (a kind it does not name keeps its class's).
+  json kinds = json::object();
+  for (int k = 0; k < model::kNumShareKinds; ++k) {
+    if (!std::isnan(d.kind_comp_share[static_cast<size_t>(k)])) {
+      kinds[std::string(model::ShareKindName(k))] = {{"comp_share", d.kind_comp_share[static_cast<size_t>(k)]}};
+    }
+  }
   json sources = json::object();
   for (const auto& [field, p] : d.provenance) {
     json s = {{"source", p.source}, {"assumption", p.assumption}};
@@ -56,6 +64,7 @@ json DeviceJson(const model::DeviceModel& d) {
             {"slope_per_mhz", d.params.voltage.slope_per_mhz},
             {"v_at_f_max", d.params.voltage.At(d.params.f_max)}}},
           {"classes", std::move(classes)},
+          {"kinds", std::move(kinds)},
           {"assumptions", d.assumptions},
           {"source", d.provenance.count("clocks_mhz") ? d.provenance.at("clocks_mhz").source : ""},
           {"sources", std::move(sources)}};

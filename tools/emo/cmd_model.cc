@@ -5,6 +5,7 @@
 #include <filesystem>
 #include <iostream>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -464,6 +465,7 @@ int RunCalibrate(const CalibrateArgs& args) {
 struct ClassifyArgs {
   std::vector<std::string> names;
   std::string json_path;
+  std::string device;  // optional: also print the clock-bound share that device gives each name
 };
 
 // The class and kind EMO's model gives each kernel name (names from the arguments, or one per line
@@ -478,17 +480,33 @@ int RunClassify(const ClassifyArgs& args) {
     }
     if (names.empty()) return Fail("model classify", InvalidArgument("no kernel names on standard input"));
   }
+  std::optional<model::DeviceModel> device;
+  if (!args.device.empty()) {
+    auto dev = model::FindDevice(args.device, model::DefaultDevicesDir());
+    if (!dev.ok()) return Fail("model classify", dev.status());
+    device = std::move(*dev);
+  }
   json kernels = json::array();
   std::FILE* out = HumanOut(args.json_path);
   for (const std::string& name : names) {
     const model::KernelKind kind = model::ClassifyKind(name);
     const model::KernelClass cls = model::ClassOf(kind);
     const bool cuda_core = cls == model::KernelClass::kCompute && model::IsCudaCoreGemm(name);
-    kernels.push_back({{"name", name},
-                       {"class", model::KernelClassName(cls)},
-                       {"kind", model::KernelKindName(kind)},
-                       {"cuda_core_gemm", cuda_core}});
-    fmt::print(out, "{:<13} {:<11} {}{}\n", model::KernelClassName(cls), model::KernelKindName(kind), name,
+    json k = {{"name", name},
+              {"class", model::KernelClassName(cls)},
+              {"kind", model::KernelKindName(kind)},
+              {"cuda_core_gemm", cuda_core}};
+    std::string share;
+    if (device) {
+      // The clock-bound share the plans use for it: its kind's own figure, else its class's.
+      const int sk = model::ShareKindOf(kind, cuda_core);
+      const bool own = !std::isnan(device->kind_comp_share[static_cast<size_t>(sk)]);
+      k["comp_share"] = device->CompShare(sk);
+      k["comp_share_from"] = own ? "kinds." + std::string(model::ShareKindName(sk)) : "classes." + std::string(model::KernelClassName(cls));
+      share = fmt::format("{:>5.2f} ({:<5}) ", device->CompShare(sk), own ? "kind" : "class");
+    }
+    kernels.push_back(std::move(k));
+    fmt::print(out, "{:<13} {:<11} {}{}{}\n", model::KernelClassName(cls), model::KernelKindName(kind), share, name,
                cuda_core ? "  (CUDA cores)" : "");
   }
   if (!args.json_path.empty()) {
@@ -592,13 +610,17 @@ void SetupModel(CLI::App& app, int& exit_code) {
   CLI::App* classify = cmd->add_subcommand(
       "classify",
       "Print the class (compute, memory, communication, other) and kind the model gives each\n"
-      "kernel name, as the analysis and the device file's per-class numbers see it");
+      "kernel name, as the analysis and the device file's per-class and per-kind numbers see it");
   classify
       ->add_option("names", classify_args->names,
                    "Kernel names as traces show them (quote each); '-' reads one name per line from\n"
                    "standard input")
       ->required();
   classify->add_option("--json", classify_args->json_path, "Write the result as JSON ('-' = stdout)");
+  classify->add_option("--device", classify_args->device,
+                       "Also print the clock-bound share (comp_share) this device model gives each\n"
+                       "kernel, and whether it is the kind's own figure or its class's (name or file;\n"
+                       "default: none, no share printed)");
   classify->callback([classify_args, &exit_code] { exit_code = RunClassify(*classify_args); });
 }
 

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <array>
+#include <limits>
 #include <map>
 #include <string>
 #include <vector>
@@ -30,6 +31,17 @@ struct ClassPrior {
   double comp_share = 0.9;  // t_comp / (t_mem + t_comp) at f_max
   double activity = 0.0;    // c in W/MHz (P = P_static + c * f * V(f)^2)
 };
+
+// The kernels a device file may give a clock-bound share of their own (DeviceModel::CompShare):
+// each kind (KernelKind), and GEMMs on the CUDA cores (IsCudaCoreGemm) apart from their kind.
+inline constexpr int kNumShareKinds = kNumKernelKinds + 1;
+inline constexpr int kCudaCoreGemmShareKind = kNumKernelKinds;
+// The share kind of a kernel: its KernelKind, or kCudaCoreGemmShareKind for a CUDA-core GEMM.
+int ShareKindOf(KernelKind kind, bool cuda_core_gemm);
+// The class whose prior a share kind falls back to (compute for CUDA-core GEMMs).
+KernelClass ShareKindClass(int share_kind);
+// The device file's key of a share kind under "kinds": its KernelKindName, "cuda_core_gemm".
+std::string_view ShareKindName(int share_kind);
 
 // One GPU model.
 struct DeviceModel {
@@ -57,6 +69,13 @@ struct DeviceModel {
   // filling the GPU: the compute class's power is the tensor cores'. 1 when the file has none.
   double cuda_core_gemm_share = 1.0;
   std::array<ClassPrior, kNumKernelClasses> classes{};
+  // Clock-bound shares measured per kind ("kinds" in the file, each optional); NaN: the class
+  // prior's comp_share holds for that kind.
+  std::array<double, kNumShareKinds> kind_comp_share = [] {
+    std::array<double, kNumShareKinds> a{};
+    a.fill(std::numeric_limits<double>::quiet_NaN());
+    return a;
+  }();
   // Scale of the class powers above idle calibrated on measured iteration energies (see
   // iteration_energy.h); 1 when the file has none.
   double activity_scale = 1.0;
@@ -65,6 +84,9 @@ struct DeviceModel {
   nlohmann::json raw;                            // the file as read
 
   const ClassPrior& Prior(KernelClass c) const { return classes[static_cast<size_t>(c)]; }
+  // t_comp / (t_mem + t_comp) at f_max of a kernel of this share kind (ShareKindOf): the file's
+  // figure for the kind where it has one, else its class prior's.
+  double CompShare(int share_kind) const;
   // Idle power at clock f: linear in f*V(f)^2 between the two measured idle points when both are
   // known, else idle_power at every clock.
   Watts IdlePower(MegaHertz f) const;

@@ -2,8 +2,8 @@
 //
 //   compute:        GEMM (cuBLAS, cuBLASLt nvjet, CUTLASS, Tensile), convolution (cuDNN, xmma
 //                   implicit GEMM, Winograd, FFT), attention (flash, fmha, cuDNN SDPA)
-//   memory:         elementwise, reductions (incl. softmax, losses, pooling, GEMV, split-K
-//                   reductions), norms, copies (memcpy, cat, gather/scatter, index, transpose),
+//   memory:         elementwise, reductions (losses, pooling, GEMV, split-K reductions),
+//                   softmax (its own kind: its time follows the clock, docs/model.md 6a), norms, copies (memcpy, cat, gather/scatter, index, transpose),
 //                   memset and fills
 //   communication:  NCCL and other collective / peer-to-peer kernels
 //   other:          everything else (index arithmetic, sorting, unnamed Triton kernels, ...)
@@ -29,15 +29,21 @@ enum class KernelKind : uint8_t {
   kAttention,
   kElementwise,
   kReduction,
+  kSoftmax,
   kNorm,
   kCopy,
   kMemset,
   kCollective,
   kOther,
 };
+inline constexpr int kNumKernelKinds = 11;
+static_assert(static_cast<int>(KernelKind::kOther) + 1 == kNumKernelKinds);
 
 std::string_view KernelClassName(KernelClass c);  // "compute", "memory", "communication", "other"
 std::string_view KernelKindName(KernelKind k);    // "gemm", "conv", ..., "other"
+
+// Parses a kind name as printed by KernelKindName; false when unknown.
+bool ParseKernelKind(std::string_view name, KernelKind& out);
 
 // Parses a class name as printed by KernelClassName; false when unknown.
 bool ParseKernelClass(std::string_view name, KernelClass& out);

@@ -20,9 +20,17 @@ struct ClassTimes {
   // Busy time weighted by each op's KernelShare (device.h): a class's power above idle is its
   // full-GPU power times active_s / busy_s.
   std::array<double, kNumKernelClasses> active_s{};
+  // The clock-bound part of busy_s (at the measured clock) of the time added with a comp_share of
+  // its own; the rest of busy_s takes its class prior's comp_share.
+  std::array<double, kNumKernelClasses> clock_bound_s{};
+  std::array<double, kNumKernelClasses> own_share_s{};  // the time added with its own comp_share
   double Total() const;
-  // Adds `s` seconds of class c drawing `share` of the class's full-GPU power above idle.
-  void Add(KernelClass c, double s, double share = 1.0);
+  // Adds `s` seconds of class c drawing `share` of the class's full-GPU power above idle; of
+  // which `comp_share` is clock-bound (DeviceModel::CompShare of its kind), or the class prior's
+  // when negative.
+  void Add(KernelClass c, double s, double share = 1.0, double comp_share = -1.0);
+  // The clock-bound seconds of class c under `device`'s class prior for the rest.
+  double ClockBound(KernelClass c, const DeviceModel& device) const;
 };
 
 // One GPU op for the concurrency bound.
@@ -44,7 +52,7 @@ std::vector<double> ConcurrencyFactors(const DeviceModel& device, std::span<cons
 // The UnitModel of a pack whose busy times were measured with the GPU running at
 // `measured_clock` (the default clock, or the clock the limiter throttled the run to, see
 // ThrottleClock in iteration_energy.h). Each class's time splits into a clock-bound part (its
-// prior's comp_share) and a clock-free part; the activity is the time-weighted class activity,
+// kernels' comp_share, ClassTimes::ClockBound) and a clock-free part; the activity is the time-weighted class activity,
 // with the part above idle scaled by the device's activity_scale.
 //
 // f_cap: the limiter averages power over about a second, longer than a pack, so a pack is not
@@ -72,12 +80,12 @@ std::vector<ClockOption> ClockOptions(const DeviceModel& device, const UnitModel
 std::vector<ClockOption> PackClockOptions(const DeviceModel& device, const ClassTimes& times,
                                           MegaHertz measured_clock);
 
-// Per clock of the device's table (ascending) and kernel class: the time of that class's work
-// at the clock over its measured time (PackUnitModel of the class alone, measured at
+// Per clock of the device's table (ascending) and share kind (ShareKindOf): the time of a kernel
+// of that kind at the clock over its measured time (PackUnitModel of it alone, measured at
 // `measured_clock`: the default clock, or the clock the power limiter held the run at, above
 // which every ratio is 1).
-std::vector<std::array<double, kNumKernelClasses>> ClassTimeRatios(const DeviceModel& device,
-                                                                   MegaHertz measured_clock);
+std::vector<std::array<double, kNumShareKinds>> ShareKindTimeRatios(const DeviceModel& device,
+                                                                    MegaHertz measured_clock);
 
 // Indices of the Pareto-optimal options (no other option is at most as slow and at most as
 // costly, and strictly better in one), sorted by time ascending. Ties in both keep the first.
