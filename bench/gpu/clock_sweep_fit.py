@@ -82,6 +82,7 @@ def main():
         device = json.load(f)
     f_max = float(device["default_clock_mhz"]["value"] if isinstance(device["default_clock_mhz"], dict) else device["default_clock_mhz"])
     share_of = {c: v["comp_share"]["value"] for c, v in device["classes"].items()}
+    kind_share_of = {k: v["comp_share"]["value"] for k, v in device.get("kinds", {}).items()}
     classes, kinds = dict(CU_CLASSES), dict(CU_KINDS)
     if args.classes:
         classes.update(dict(kv.split("=", 1) for kv in args.classes.split(",")))
@@ -117,20 +118,27 @@ def main():
         cls = classes.get(probe, "?")
         assumed = share_of.get(cls.split(" ")[0])
         predicted_ratio = (1 - assumed) + assumed * f_hi / f_lo if assumed is not None else None
+        # The share the model uses: the kind's own where the device file has one, else the class's.
+        model_share = kind_share_of.get(kinds.get(probe), assumed)
+        model_ratio = (1 - model_share) + model_share * f_hi / f_lo if model_share is not None else None
         rows.append({"probe": probe, "class": cls, "kind": kinds.get(probe), "runs": len(pts), "dropped": dropped[probe],
                      "mhz_low": round(f_lo), "mhz_high": round(f_hi), "ms_at_high": round(statistics.median(hi), 4),
                      "comp_share_measured": round(share, 3), "r2": round(r2, 3), "comp_share_assumed": assumed,
                      "time_ratio_measured": round(measured_ratio, 4),
-                     "time_ratio_assumed": round(predicted_ratio, 4) if predicted_ratio else None})
+                     "time_ratio_assumed": round(predicted_ratio, 4) if predicted_ratio else None,
+                     "comp_share_model": model_share,
+                     "time_ratio_model": round(model_ratio, 4) if model_ratio else None})
 
     print(f"f_max {f_max:.0f} MHz (device file {args.device}); runs whose clocks agree within {args.agree:.0%}")
-    print("| probe | EMO class | runs | clocks MHz | ms at high | comp_share measured (R^2) | assumed | "
-          "t(low)/t(high) measured | with assumed share |")
-    print("|---|---|---:|---|---:|---:|---:|---:|---:|")
+    print("| probe | EMO class / kind | runs | clocks MHz | ms at high | comp_share measured (R^2) | class prior | "
+          "model's (kind) | t(low)/t(high) measured | with the class prior | with the model's |")
+    print("|---|---|---:|---|---:|---:|---:|---:|---:|---:|---:|")
     for r in rows:
-        print(f"| {r['probe']} | {r['class']} | {r['runs']} | {r['mhz_low']}-{r['mhz_high']} | {r['ms_at_high']} | "
-              f"{r['comp_share_measured']:.2f} ({r['r2']:.2f}) | {r['comp_share_assumed']} | "
-              f"{r['time_ratio_measured']:.3f} | {r['time_ratio_assumed'] if r['time_ratio_assumed'] else '-'} |")
+        print(f"| {r['probe']} | {r['class']} / {r['kind'] or '-'} | {r['runs']} | {r['mhz_low']}-{r['mhz_high']} | "
+              f"{r['ms_at_high']} | {r['comp_share_measured']:.2f} ({r['r2']:.2f}) | {r['comp_share_assumed']} | "
+              f"{r['comp_share_model']} | {r['time_ratio_measured']:.3f} | "
+              f"{r['time_ratio_assumed'] if r['time_ratio_assumed'] else '-'} | "
+              f"{r['time_ratio_model'] if r['time_ratio_model'] else '-'} |")
     if args.json:
         with open(args.json, "w") as f:
             json.dump({"f_max_mhz": f_max, "device": args.device, "probes": rows}, f, indent=1)

@@ -18,7 +18,7 @@ the CUDA kernels it launches with their GPU time in us, from one profiled run at
 bench/gpu/clock_sweep_fit.py can name EMO's class for each). Reads no NVML and sets nothing: clocks, limits and modes are
 untouched. Device memory: about 4 GiB.
 
-  /opt/torch/.venv/bin/python bench/gpu/clock_sweep_torch.py OUT [--levels 0,1,2,4,8,16]
+  /opt/torch/.venv/bin/python bench/gpu/clock_sweep_torch.py OUT [--levels 0,1,2,4,8,16] [--set fit|heldout]
 """
 import argparse
 import ctypes
@@ -134,9 +134,73 @@ def probes():
     }
 
 
+def heldout_probes():
+    """Name -> callable: kernels and shapes the per-kind shares were not fitted on (other shapes,
+    data types and operations of each kind), to check those shares on kernels they have not seen."""
+    g = torch.Generator(device=DEV).manual_seed(1)
+
+    def rand(*shape, dtype=torch.float32):
+        return torch.randn(*shape, device=DEV, dtype=dtype, generator=g)
+
+    lin_x, lin_w = rand(8192, 2048, dtype=torch.float16), rand(2048, 8192, dtype=torch.float16)
+    odd_a, odd_b = rand(3072, 768, dtype=torch.bfloat16), rand(768, 3072, dtype=torch.bfloat16)
+    bmm_a, bmm_b = rand(64, 512, 512, dtype=torch.bfloat16), rand(64, 512, 512, dtype=torch.bfloat16)
+    f32a, f32b = rand(4096, 1024), rand(1024, 4096)
+    c1_x = rand(32, 512, 28, 28, dtype=torch.float16).to(memory_format=torch.channels_last)
+    c1_w = rand(512, 512, 1, 1, dtype=torch.float16).to(memory_format=torch.channels_last)
+    stem_x = rand(32, 3, 224, 224, dtype=torch.bfloat16).to(memory_format=torch.channels_last)
+    stem_w = rand(64, 3, 7, 7, dtype=torch.bfloat16).to(memory_format=torch.channels_last)
+    q, k, v = (rand(4, 32, 1024, 64, dtype=torch.bfloat16) for _ in range(3))
+    logits = rand(4096, 32000, dtype=torch.bfloat16)
+    targets = torch.randint(0, 32000, (4096,), device=DEV, generator=g)
+    rms_x, rms_w = rand(16384, 4096, dtype=torch.bfloat16), rand(4096, dtype=torch.bfloat16)
+    gn_x = rand(32, 256, 56, 56, dtype=torch.bfloat16)
+    bn_x = rand(64, 256, 28, 28)
+    bn_w, bn_b = rand(256), rand(256)
+    bn_m, bn_v = torch.zeros(256, device=DEV), torch.ones(256, device=DEV)
+    act_x = rand(64 << 20, dtype=torch.bfloat16)
+    mul_x, mul_y = rand(32 << 20, dtype=torch.float16), rand(32 << 20, dtype=torch.float16)
+    max_x = rand(8192, 16384)
+    mean_x = rand(128 << 20, dtype=torch.bfloat16)
+    pool_x = rand(32, 256, 112, 112, dtype=torch.bfloat16)
+    tr_x = rand(8192, 8192, dtype=torch.bfloat16)
+    cat_a, cat_b = rand(4096, 8192, dtype=torch.bfloat16), rand(4096, 8192, dtype=torch.bfloat16)
+    sel_x = rand(131072, 512)
+    sel_i = torch.randint(0, 131072, (131072,), device=DEV, generator=g)
+
+    def fp32_matmul():
+        torch.backends.cuda.matmul.allow_tf32 = False
+        torch.matmul(f32a, f32b)
+
+    return {
+        "gemm_fp16_8192x2048x8192": lambda: torch.matmul(lin_x, lin_w),
+        "gemm_bf16_3072x768x3072": lambda: torch.matmul(odd_a, odd_b),
+        "bmm_bf16_64x512": lambda: torch.bmm(bmm_a, bmm_b),
+        "gemm_fp32_4096x1024x4096": fp32_matmul,
+        "conv_fp16_1x1": lambda: F.conv2d(c1_x, c1_w),
+        "conv_bf16_7x7_stem": lambda: F.conv2d(stem_x, stem_w, stride=2, padding=3),
+        "sdpa_bf16_d64": lambda: F.scaled_dot_product_attention(q, k, v),
+        "softmax_bf16_logits": lambda: torch.softmax(logits, dim=-1),
+        "cross_entropy_bf16": lambda: F.cross_entropy(logits, targets),
+        "rms_norm_bf16": lambda: F.rms_norm(rms_x, (4096,), rms_w),
+        "group_norm_bf16": lambda: F.group_norm(gn_x, 32),
+        "batch_norm_fp32": lambda: F.batch_norm(bn_x, bn_m, bn_v, bn_w, bn_b, training=True),
+        "gelu_bf16": lambda: F.gelu(act_x),
+        "mul_fp16": lambda: torch.mul(mul_x, mul_y),
+        "max_fp32_rows": lambda: max_x.amax(dim=-1),
+        "mean_bf16": lambda: mean_x.mean(),
+        "max_pool_bf16": lambda: F.max_pool2d(pool_x, 3, stride=2, padding=1),
+        "transpose_bf16": lambda: tr_x.t().contiguous(),
+        "cat_bf16": lambda: torch.cat([cat_a, cat_b]),
+        "index_select_fp32": lambda: sel_x.index_select(0, sel_i),
+    }
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("out")
+    ap.add_argument("--set", choices=["fit", "heldout"], default="fit",
+                    help="probes: the ones the per-kind shares were fitted on, or held-out kernels")
     ap.add_argument("--levels", default="0,1,2,4,8,16", help="hog GEMMs per cycle, one level each")
     ap.add_argument("--warm", type=float, default=0.5, help="seconds per level before measuring")
     ap.add_argument("--measure", type=float, default=1.5, help="seconds measured per level")
@@ -149,7 +213,7 @@ def main():
     ha = torch.randn(8192, 8192, device=DEV, dtype=torch.bfloat16)
     hb = torch.randn(8192, 8192, device=DEV, dtype=torch.bfloat16)
     hc = torch.empty(8192, 8192, device=DEV, dtype=torch.bfloat16)
-    ps = probes()
+    ps = probes() if args.set == "fit" else heldout_probes()
     names = list(ps)
     for _ in range(3):  # warm-up: library kernel selection, allocator
         torch.matmul(ha, hb, out=hc)
