@@ -47,9 +47,10 @@ def fit(points, f_max):
 
 
 def classes_from_kernels(path, emo):
-    """Probe -> (the EMO class, the kind) that hold most of its kernels' GPU time (`emo model
-    classify` on their names; a CUDA-core GEMM's kind is cuda_core_gemm); kernels.json from an
-    older run without times (a list of names) counts each name once."""
+    """Probe -> (the EMO class, the share kind) that hold most of its kernels' GPU time (`emo model
+    classify` on their names; the share kind is the device file's "kinds" key: the kind, or
+    cuda_core_gemm, activation_16bit); kernels.json from an older run without times (a list of
+    names) counts each name once."""
     with open(path) as f:
         kernels = json.load(f)["kernels"]
     out = {}
@@ -62,7 +63,7 @@ def classes_from_kernels(path, emo):
         by_class, by_kind = collections.Counter(), collections.Counter()
         for k in json.loads(r.stdout)["kernels"]:
             by_class[k["class"] + (" (CUDA cores)" if k["cuda_core_gemm"] else "")] += times[k["name"]]
-            by_kind["cuda_core_gemm" if k["cuda_core_gemm"] else k["kind"]] += times[k["name"]]
+            by_kind[k["share_kind"]] += times[k["name"]]
         out[probe] = (by_class.most_common(1)[0][0], by_kind.most_common(1)[0][0])
     return out
 

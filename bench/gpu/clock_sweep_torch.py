@@ -18,7 +18,7 @@ the CUDA kernels it launches with their GPU time in us, from one profiled run at
 bench/gpu/clock_sweep_fit.py can name EMO's class for each). Reads no NVML and sets nothing: clocks, limits and modes are
 untouched. Device memory: about 4 GiB.
 
-  /opt/torch/.venv/bin/python bench/gpu/clock_sweep_torch.py OUT [--levels 0,1,2,4,8,16] [--set fit|heldout]
+  /opt/torch/.venv/bin/python bench/gpu/clock_sweep_torch.py OUT [--levels 0,1,2,4,8,16] [--set fit|heldout|extra]
 """
 import argparse
 import ctypes
@@ -196,11 +196,38 @@ def heldout_probes():
     }
 
 
+def extra_probes():
+    """Name -> callable: pointwise activations with transcendental math (SiLU, tanh, sigmoid, GELU's
+    tanh form) and pooling, the fit set of the `activation` and `pooling` kinds."""
+    g = torch.Generator(device=DEV).manual_seed(2)
+
+    def rand(*shape, dtype=torch.float32):
+        return torch.randn(*shape, device=DEV, dtype=dtype, generator=g)
+
+    silu_x = rand(64 << 20, dtype=torch.bfloat16)
+    tanh_x = rand(32 << 20)
+    sig_x = rand(64 << 20, dtype=torch.float16)
+    gt_x = rand(32 << 20)
+    avg_x = rand(32, 256, 112, 112, dtype=torch.bfloat16)
+    ada_x = rand(64, 512, 14, 14)
+    mp_x = rand(32, 128, 112, 112)
+    return {
+        "silu_bf16": lambda: F.silu(silu_x),
+        "tanh_fp32": lambda: torch.tanh(tanh_x),
+        "sigmoid_fp16": lambda: torch.sigmoid(sig_x),
+        "gelu_tanh_fp32": lambda: F.gelu(gt_x, approximate="tanh"),
+        "avg_pool_bf16_2x2": lambda: F.avg_pool2d(avg_x, 2),
+        "adaptive_avg_pool_fp32": lambda: F.adaptive_avg_pool2d(ada_x, 1),
+        "max_pool_fp32_2x2": lambda: F.max_pool2d(mp_x, 2),
+    }
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("out")
-    ap.add_argument("--set", choices=["fit", "heldout"], default="fit",
-                    help="probes: the ones the per-kind shares were fitted on, or held-out kernels")
+    ap.add_argument("--set", choices=["fit", "heldout", "extra"], default="fit",
+                    help="probes: the ones the per-kind shares were fitted on, held-out kernels, or the\n"
+                         "activation and pooling kinds' fit set")
     ap.add_argument("--levels", default="0,1,2,4,8,16", help="hog GEMMs per cycle, one level each")
     ap.add_argument("--warm", type=float, default=0.5, help="seconds per level before measuring")
     ap.add_argument("--measure", type=float, default=1.5, help="seconds measured per level")
@@ -213,7 +240,7 @@ def main():
     ha = torch.randn(8192, 8192, device=DEV, dtype=torch.bfloat16)
     hb = torch.randn(8192, 8192, device=DEV, dtype=torch.bfloat16)
     hc = torch.empty(8192, 8192, device=DEV, dtype=torch.bfloat16)
-    ps = probes() if args.set == "fit" else heldout_probes()
+    ps = {"fit": probes, "heldout": heldout_probes, "extra": extra_probes}[args.set]()
     names = list(ps)
     for _ in range(3):  # warm-up: library kernel selection, allocator
         torch.matmul(ha, hb, out=hc)

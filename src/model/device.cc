@@ -388,16 +388,26 @@ Result<DeviceModel> FindDevice(const std::string& name_or_path, const std::strin
                               known.empty() ? "none" : known));
 }
 
-int ShareKindOf(KernelKind kind, bool cuda_core_gemm) {
-  return cuda_core_gemm ? kCudaCoreGemmShareKind : static_cast<int>(kind);
+int ShareKindOf(KernelKind kind, bool cuda_core_gemm, bool half_precision) {
+  if (cuda_core_gemm) return kCudaCoreGemmShareKind;
+  if (kind == KernelKind::kActivation && half_precision) return kHalfActivationShareKind;
+  return static_cast<int>(kind);
+}
+
+int ShareKindOfName(std::string_view name) {
+  return ShareKindOf(ClassifyKind(name), IsCudaCoreGemm(name), IsHalfPrecision(name));
 }
 
 KernelClass ShareKindClass(int share_kind) {
-  return share_kind == kCudaCoreGemmShareKind ? KernelClass::kCompute : ClassOf(static_cast<KernelKind>(share_kind));
+  if (share_kind == kCudaCoreGemmShareKind) return KernelClass::kCompute;
+  if (share_kind == kHalfActivationShareKind) return KernelClass::kMemory;
+  return ClassOf(static_cast<KernelKind>(share_kind));
 }
 
 std::string_view ShareKindName(int share_kind) {
-  return share_kind == kCudaCoreGemmShareKind ? "cuda_core_gemm" : KernelKindName(static_cast<KernelKind>(share_kind));
+  if (share_kind == kCudaCoreGemmShareKind) return "cuda_core_gemm";
+  if (share_kind == kHalfActivationShareKind) return "activation_16bit";
+  return KernelKindName(static_cast<KernelKind>(share_kind));
 }
 
 double DeviceModel::CompShare(int share_kind) const {

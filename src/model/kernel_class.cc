@@ -106,10 +106,19 @@ constexpr Rule kRules[] = {
     {"softmax", KernelKind::kSoftmax},
     {"nll_loss", KernelKind::kReduction},
     {"cross_entropy", KernelKind::kReduction},
-    {"pool", KernelKind::kReduction},
+    {"pool", KernelKind::kPooling},
     {"argmax", KernelKind::kReduction},
     {"topk", KernelKind::kReduction},
     {"histogram", KernelKind::kReduction},
+    // Pointwise activations with transcendental math (and their backward kernels), before the
+    // copy and elementwise words their kernels' names also carry. ReLU is plain elementwise.
+    {"gelu", KernelKind::kActivation},
+    {"silu", KernelKind::kActivation},
+    {"swish", KernelKind::kActivation},
+    {"tanh", KernelKind::kActivation},
+    {"sigmoid", KernelKind::kActivation},
+    {"softplus", KernelKind::kActivation},
+    {"mish", KernelKind::kActivation},
     // Copies and data movement.
     {"copy", KernelKind::kCopy},
     {"gather", KernelKind::kCopy},
@@ -195,6 +204,10 @@ std::string_view KernelKindName(KernelKind k) {
       return "copy";
     case KernelKind::kMemset:
       return "memset";
+    case KernelKind::kActivation:
+      return "activation";
+    case KernelKind::kPooling:
+      return "pooling";
     case KernelKind::kCollective:
       return "collective";
     case KernelKind::kOther:
@@ -237,6 +250,8 @@ KernelClass ClassOf(KernelKind kind) {
     case KernelKind::kNorm:
     case KernelKind::kCopy:
     case KernelKind::kMemset:
+    case KernelKind::kActivation:
+    case KernelKind::kPooling:
       return KernelClass::kMemory;
     case KernelKind::kCollective:
       return KernelClass::kCommunication;
@@ -268,6 +283,17 @@ bool IsCudaCoreGemm(std::string_view name) {
   // TF32 variants say "tf32f32"; the fp32-only ones "f32f32_f32f32_f32".
   for (std::string_view w : {"sgemm", "simt", "f32f32_f32f32_f32"}) {
     if (name.find(w) != std::string_view::npos) return Classify(name) == KernelClass::kCompute;
+  }
+  return false;
+}
+
+bool IsHalfPrecision(std::string_view name) {
+  std::string lower(name);
+  std::transform(lower.begin(), lower.end(), lower.begin(), [](char ch) {
+    return (ch >= 'A' && ch <= 'Z') ? static_cast<char>(ch - 'A' + 'a') : ch;
+  });
+  for (std::string_view w : {"bfloat16", "half", "bf16", "fp16"}) {
+    if (lower.find(w) != std::string::npos) return true;
   }
   return false;
 }

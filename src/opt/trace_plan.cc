@@ -248,7 +248,7 @@ std::vector<PackModel> BuildModels(const Basis& b, const std::vector<packing::Pa
                                               NsToS(a.durations[v.value()]), cuda_core);
       const TimeNs start = a.timeline.start[v.value()];
       by_device[pack.device].push_back({v.value(), {start, start + a.durations[v.value()], cls, share}});
-      info[v.value()] = {cls, share, model::ShareKindOf(kind, cuda_core)};
+      info[v.value()] = {cls, share, model::ShareKindOf(kind, cuda_core, model::IsHalfPrecision(name))};
     }
   }
   for (auto& [dev, ops] : by_device) {

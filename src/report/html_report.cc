@@ -80,7 +80,7 @@ json ReportData(const opt::PlannedTrace& pt) {
   const std::unordered_set<graph::NodeId> critical(a.steady_path.nodes.begin(), a.steady_path.nodes.end());
   const packing::PackingInput input =
       packing::InputOf(a, [](std::string_view name) {
-        return static_cast<uint8_t>(model::ShareKindOf(model::ClassifyKind(name), model::IsCudaCoreGemm(name)));
+        return static_cast<uint8_t>(model::ShareKindOfName(name));
       });
   // The iteration: from its first pack (or op) to its end.
   TimeNs t0 = std::numeric_limits<TimeNs>::max(), t1 = 0;

@@ -391,5 +391,36 @@ TEST(DeviceTest, KindSharesAreReadCheckedAndFallBackToTheClass) {
   for (int k = 0; k < kNumShareKinds; ++k) EXPECT_FALSE(ShareKindName(k).empty()) << k;
 }
 
+// A kernel's share kind from its name: CUDA-core GEMMs apart, activations on 16-bit data apart
+// from those on 32-bit (or unnamed) data, every other kernel its kind whatever its data type.
+TEST(DeviceTest, ShareKindsFromNames) {
+  EXPECT_EQ(ShareKindOfName("void at::native::vectorized_elementwise_kernel<8, at::native::(anonymous namespace)::"
+                            "silu_kernel(at::TensorIteratorBase&)::{lambda()#1}::operator()() const::{lambda()#6}::"
+                            "operator()() const::{lambda(c10::BFloat16)#1}, std::array<char*, 2ul> >(int)"),
+            kHalfActivationShareKind);
+  EXPECT_EQ(ShareKindOfName("void at::native::vectorized_elementwise_kernel<8, at::native::sigmoid_kernel_cuda("
+                            "at::TensorIteratorBase&)::{lambda()#2}::operator()() const::{lambda()#3}::operator()() "
+                            "const::{lambda(c10::Half)#1}, std::array<char*, 2ul> >(int)"),
+            kHalfActivationShareKind);
+  EXPECT_EQ(ShareKindOfName("void at::native::vectorized_elementwise_kernel<4, at::native::tanh_kernel_cuda("
+                            "at::TensorIteratorBase&)::{lambda()#2}::operator()() const::{lambda()#2}::operator()() "
+                            "const::{lambda(float)#1}, std::array<char*, 2ul> >(int)"),
+            static_cast<int>(KernelKind::kActivation));
+  EXPECT_EQ(ShareKindOfName("triton_poi_fused_gelu_7"), static_cast<int>(KernelKind::kActivation));
+  // 16-bit data changes nothing for other kinds.
+  EXPECT_EQ(ShareKindOfName("void at::native::vectorized_elementwise_kernel<8, at::native::BinaryFunctor<c10::Half, "
+                            "c10::Half, c10::Half, at::native::binary_internal::MulFunctor<float> >, "
+                            "std::array<char*, 3ul> >(int)"),
+            static_cast<int>(KernelKind::kElementwise));
+  EXPECT_EQ(ShareKindOfName("ampere_sgemm_128x64_nn"), kCudaCoreGemmShareKind);
+  EXPECT_EQ(ShareKindOfName("nvjet_sm90_tst_128x64_64x8_1x2_h_bz_NNT"), static_cast<int>(KernelKind::kGemm));
+  EXPECT_EQ(ShareKindClass(kHalfActivationShareKind), KernelClass::kMemory);
+  EXPECT_EQ(ShareKindName(kHalfActivationShareKind), "activation_16bit");
+  // The shipped H200 file measured both activation kinds, apart.
+  Result<DeviceModel> d = ParseDevice(H200Json(), "devices/h200.json");
+  ASSERT_TRUE(d.ok());
+  EXPECT_GT(d->CompShare(kHalfActivationShareKind), d->CompShare(static_cast<int>(KernelKind::kActivation)) + 0.3);
+}
+
 }  // namespace
 }  // namespace emo::model

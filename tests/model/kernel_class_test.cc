@@ -61,12 +61,33 @@ constexpr Named kNames[] = {
      KernelKind::kAttention},
     {"fmhaSm100aKernel_QkvE4m3OBfloat16H64PagedKvCausalP16VarSeqQ128Kv128PersistentContext",
      KernelKind::kAttention},
-    // Elementwise
+    // Activations with transcendental math: their own kind, though their names say elementwise.
     {"void at::native::vectorized_elementwise_kernel<8, at::native::GeluCUDAKernelImpl("
      "at::TensorIteratorBase&, at::native::GeluType)::{lambda()#2}::operator()() const::"
      "{lambda()#2}::operator()() const::{lambda(c10::BFloat16)#1}, std::array<char*, 2ul> >"
      "(int, at::native::GeluCUDAKernelImpl, std::array<char*, 2ul>)",
+     KernelKind::kActivation},
+    {"void at::native::vectorized_elementwise_kernel<4, at::native::(anonymous namespace)::"
+     "silu_backward_kernel(at::TensorIteratorBase&)::{lambda()#1}::operator()() const::"
+     "{lambda()#3}::operator()() const::{lambda(float, float)#1}, std::array<char*, 3ul> >"
+     "(int, float, std::array<char*, 3ul>)",
+     KernelKind::kActivation},
+    {"triton_poi_fused_gelu_mul_7", KernelKind::kActivation},
+    // ReLU (a clamp) is plain elementwise.
+    {"void at::native::vectorized_elementwise_kernel<4, at::native::clamp_min_scalar_kernel_impl("
+     "at::TensorIteratorBase&, c10::Scalar)::{lambda()#1}::operator()() const::{lambda()#7}::"
+     "operator()() const::{lambda(float)#1}, std::array<char*, 2ul> >(int, float, std::array<char*, 2ul>)",
      KernelKind::kElementwise},
+    // Pooling.
+    {"void at::native::(anonymous namespace)::max_pool_forward_nchw<c10::BFloat16, int>(int, "
+     "c10::BFloat16 const*, long, long, long, int, int, int, int, int, int, int, int, int, int, "
+     "c10::BFloat16*, long*)",
+     KernelKind::kPooling},
+    {"void cudnn::pooling_fw_4d_kernel<float, float, cudnn::maxpooling_func<float, "
+     "(cudnnNanPropagation_t)0>, 0, false>(cudnnTensorStruct, float const*, cudnnTensorStruct, "
+     "float*, cudnnPoolingStruct, float, float, int, cudnn::reduced_divisor, cudnn::reduced_divisor)",
+     KernelKind::kPooling},
+    // Elementwise
     {"void at::native::(anonymous namespace)::multi_tensor_apply_kernel<at::native::(anonymous "
      "namespace)::FusedOptimizerTensorListMetadata<4>, at::native::(anonymous namespace)::"
      "FusedAdamMathFunctor<float, 4, (at::native::ADAM_MODE)1, false>, double*, double, double, "
@@ -186,7 +207,8 @@ TEST(KernelClassTest, KindsMapToClasses) {
   EXPECT_EQ(ClassOf(KernelKind::kConv), KernelClass::kCompute);
   EXPECT_EQ(ClassOf(KernelKind::kAttention), KernelClass::kCompute);
   for (KernelKind k : {KernelKind::kElementwise, KernelKind::kReduction, KernelKind::kSoftmax,
-                       KernelKind::kNorm, KernelKind::kCopy, KernelKind::kMemset}) {
+                       KernelKind::kNorm, KernelKind::kCopy, KernelKind::kMemset, KernelKind::kActivation,
+                       KernelKind::kPooling}) {
     EXPECT_EQ(ClassOf(k), KernelClass::kMemory) << KernelKindName(k);
   }
   EXPECT_EQ(ClassOf(KernelKind::kCollective), KernelClass::kCommunication);

@@ -33,14 +33,21 @@ struct ClassPrior {
 };
 
 // The kernels a device file may give a clock-bound share of their own (DeviceModel::CompShare):
-// each kind (KernelKind), and GEMMs on the CUDA cores (IsCudaCoreGemm) apart from their kind.
-inline constexpr int kNumShareKinds = kNumKernelKinds + 1;
+// each kind (KernelKind); GEMMs on the CUDA cores (IsCudaCoreGemm) apart from their kind; and
+// activations on 16-bit data apart from the others (half the bytes per element for the same
+// math: on the H200 a bf16 SiLU or GELU is SM-bound where an fp32 tanh streams, docs/model.md 6a).
+inline constexpr int kNumShareKinds = kNumKernelKinds + 2;
 inline constexpr int kCudaCoreGemmShareKind = kNumKernelKinds;
-// The share kind of a kernel: its KernelKind, or kCudaCoreGemmShareKind for a CUDA-core GEMM.
-int ShareKindOf(KernelKind kind, bool cuda_core_gemm);
-// The class whose prior a share kind falls back to (compute for CUDA-core GEMMs).
+inline constexpr int kHalfActivationShareKind = kNumKernelKinds + 1;
+// The share kind of a kernel: kCudaCoreGemmShareKind for a CUDA-core GEMM,
+// kHalfActivationShareKind for an activation on 16-bit data, else its KernelKind.
+int ShareKindOf(KernelKind kind, bool cuda_core_gemm, bool half_precision = false);
+// The same from a kernel's name (ClassifyKind, IsCudaCoreGemm, IsHalfPrecision).
+int ShareKindOfName(std::string_view name);
+// The class whose prior a share kind falls back to.
 KernelClass ShareKindClass(int share_kind);
-// The device file's key of a share kind under "kinds": its KernelKindName, "cuda_core_gemm".
+// The device file's key of a share kind under "kinds": its KernelKindName, "cuda_core_gemm",
+// "activation_16bit".
 std::string_view ShareKindName(int share_kind);
 
 // One GPU model.

@@ -3,7 +3,9 @@
 //   compute:        GEMM (cuBLAS, cuBLASLt nvjet, CUTLASS, Tensile), convolution (cuDNN, xmma
 //                   implicit GEMM, Winograd, FFT), attention (flash, fmha, cuDNN SDPA)
 //   memory:         elementwise, reductions (losses, pooling, GEMV, split-K reductions),
-//                   softmax (its own kind: its time follows the clock, docs/model.md 6a), norms, copies (memcpy, cat, gather/scatter, index, transpose),
+//                   softmax (its own kind: its time follows the clock, docs/model.md 6a), norms,
+//                   activations with transcendental math (GELU, SiLU, tanh, sigmoid) and pooling
+//                   (kinds of their own: they compute more per byte than other pointwise ops), copies (memcpy, cat, gather/scatter, index, transpose),
 //                   memset and fills
 //   communication:  NCCL and other collective / peer-to-peer kernels
 //   other:          everything else (index arithmetic, sorting, unnamed Triton kernels, ...)
@@ -33,10 +35,12 @@ enum class KernelKind : uint8_t {
   kNorm,
   kCopy,
   kMemset,
+  kActivation,
+  kPooling,
   kCollective,
   kOther,
 };
-inline constexpr int kNumKernelKinds = 11;
+inline constexpr int kNumKernelKinds = 13;
 static_assert(static_cast<int>(KernelKind::kOther) + 1 == kNumKernelKinds);
 
 std::string_view KernelClassName(KernelClass c);  // "compute", "memory", "communication", "other"
@@ -60,5 +64,9 @@ KernelClass Classify(std::string_view name);
 // A compute kernel that multiplies on the CUDA cores, not the tensor cores (fp32 without TF32:
 // cuBLAS/CUTLASS SIMT sgemm, xmma f32f32_f32f32_f32, cuDNN's implicit sgemm convolutions).
 bool IsCudaCoreGemm(std::string_view name);
+
+// A kernel whose name says it works on 16-bit floats (bfloat16, half, bf16, fp16 in any case):
+// PyTorch's template arguments say it; Triton's generated names do not (false).
+bool IsHalfPrecision(std::string_view name);
 
 }  // namespace emo::model
