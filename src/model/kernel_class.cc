@@ -168,6 +168,14 @@ std::string_view StripParameters(std::string_view name) {
   return name;
 }
 
+std::string Lower(std::string_view name) {
+  std::string lower(name);
+  std::transform(lower.begin(), lower.end(), lower.begin(), [](char ch) {
+    return (ch >= 'A' && ch <= 'Z') ? static_cast<char>(ch - 'A' + 'a') : ch;
+  });
+  return lower;
+}
+
 }  // namespace
 
 std::string_view KernelClassName(KernelClass c) {
@@ -227,17 +235,6 @@ bool ParseKernelClass(std::string_view name, KernelClass& out) {
   return false;
 }
 
-bool ParseKernelKind(std::string_view name, KernelKind& out) {
-  for (int i = 0; i < kNumKernelKinds; ++i) {
-    const auto k = static_cast<KernelKind>(i);
-    if (KernelKindName(k) == name) {
-      out = k;
-      return true;
-    }
-  }
-  return false;
-}
-
 KernelClass ClassOf(KernelKind kind) {
   switch (kind) {
     case KernelKind::kGemm:
@@ -262,10 +259,7 @@ KernelClass ClassOf(KernelKind kind) {
 }
 
 KernelKind ClassifyKind(std::string_view name) {
-  std::string lower(StripParameters(name));
-  std::transform(lower.begin(), lower.end(), lower.begin(), [](char ch) {
-    return (ch >= 'A' && ch <= 'Z') ? static_cast<char>(ch - 'A' + 'a') : ch;
-  });
+  std::string lower = Lower(StripParameters(name));
   // "fbgemm_gpu::" names a library (embedding, permute, quantize kernels), not a GEMM.
   static constexpr std::string_view kFbgemm = "fbgemm_gpu::";
   for (size_t at = lower.find(kFbgemm); at != std::string::npos; at = lower.find(kFbgemm)) {
@@ -288,10 +282,7 @@ bool IsCudaCoreGemm(std::string_view name) {
 }
 
 bool IsHalfPrecision(std::string_view name) {
-  std::string lower(name);
-  std::transform(lower.begin(), lower.end(), lower.begin(), [](char ch) {
-    return (ch >= 'A' && ch <= 'Z') ? static_cast<char>(ch - 'A' + 'a') : ch;
-  });
+  const std::string lower = Lower(name);
   for (std::string_view w : {"bfloat16", "half", "bf16", "fp16"}) {
     if (lower.find(w) != std::string::npos) return true;
   }

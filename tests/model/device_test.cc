@@ -7,6 +7,7 @@
 #include <fstream>
 #include <functional>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -388,7 +389,12 @@ TEST(DeviceTest, KindSharesAreReadCheckedAndFallBackToTheClass) {
   bad = j;
   bad["kinds"] = json::array();
   EXPECT_FALSE(ParseDevice(bad, "devices/t.json").ok());
-  for (int k = 0; k < kNumShareKinds; ++k) EXPECT_FALSE(ShareKindName(k).empty()) << k;
+  // Every share kind has a name of its own (the file's keys are looked up by it).
+  std::set<std::string_view> names;
+  for (int k = 0; k < kNumShareKinds; ++k) {
+    EXPECT_FALSE(ShareKindName(k).empty()) << k;
+    EXPECT_TRUE(names.insert(ShareKindName(k)).second) << ShareKindName(k);
+  }
 }
 
 // A kernel's share kind from its name: CUDA-core GEMMs apart, activations on 16-bit data apart

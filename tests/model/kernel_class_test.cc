@@ -235,16 +235,6 @@ TEST(KernelClassTest, ClassNamesRoundTrip) {
   EXPECT_FALSE(ParseKernelClass("gpu", c));
 }
 
-TEST(KernelClassTest, KindNamesRoundTrip) {
-  for (int i = 0; i < kNumKernelKinds; ++i) {
-    KernelKind k{};
-    ASSERT_TRUE(ParseKernelKind(KernelKindName(static_cast<KernelKind>(i)), k));
-    EXPECT_EQ(static_cast<int>(k), i);
-  }
-  KernelKind k{};
-  EXPECT_FALSE(ParseKernelKind("compute", k));
-}
-
 }  // namespace
 // GEMMs on the CUDA cores (fp32 without TF32) by name; tensor-core and TF32 ones are not, nor
 // non-compute kernels whose names happen to contain the words.

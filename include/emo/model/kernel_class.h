@@ -46,9 +46,6 @@ static_assert(static_cast<int>(KernelKind::kOther) + 1 == kNumKernelKinds);
 std::string_view KernelClassName(KernelClass c);  // "compute", "memory", "communication", "other"
 std::string_view KernelKindName(KernelKind k);    // "gemm", "conv", ..., "other"
 
-// Parses a kind name as printed by KernelKindName; false when unknown.
-bool ParseKernelKind(std::string_view name, KernelKind& out);
-
 // Parses a class name as printed by KernelClassName; false when unknown.
 bool ParseKernelClass(std::string_view name, KernelClass& out);
 
