@@ -18,6 +18,7 @@
 #include <map>
 #include <sstream>
 #include <string>
+#include <system_error>
 #include <thread>
 #include <vector>
 
@@ -727,16 +728,28 @@ class InjectRunTest : public InjectFakeCuptiTest {
     return env;
   }
   std::filesystem::path cuda_log() const { return dir_ / "cuda.log"; }
-  // A child running `iterations` of the 5-launch loop, 1 ms between launches.
+  // A child running the 5-launch loop, 1 ms between launches, for `iterations` iterations after
+  // the plan took over (its first switch is in switches.jsonl; at most 2000 iterations in all):
+  // the tracer's thread finds the loop after a few iterations, many more on a loaded machine or
+  // under a sanitizer, and what a test counts happens only once it follows the plan.
   ChildResult RunLoop(const std::map<std::string, std::string>& env, int iterations) {
-    return RunChild(env, [iterations](const Hooks& h) {
+    const std::filesystem::path switches = dir_ / "switches.jsonl";
+    return RunChild(env, [iterations, switches](const Hooks& h) {
       Loop loop(h);
       h.create_context(0);
-      for (int iteration = 0; iteration < iterations; ++iteration) {
+      int after = -1;  // iterations since the plan took over (-1: not yet)
+      for (int iteration = 0; iteration < 2000 && after < iterations; ++iteration) {
         for (int i = 0; i < 5; ++i) {
           loop.Launch(i);
           std::this_thread::sleep_for(std::chrono::milliseconds(1));
         }
+        std::error_code ec;
+        const auto size = std::filesystem::file_size(switches, ec);  // an error: not written yet
+        if (after >= 0 || (!ec && size > 0)) ++after;
+      }
+      if (after < iterations) {
+        std::fprintf(stderr, "TEST: the plan ran %d of the %d iterations asked for in 2000\n", std::max(after, 0),
+                     iterations);
       }
       std::this_thread::sleep_for(std::chrono::milliseconds(100));  // the GPU catches up
     });
