@@ -1071,8 +1071,11 @@ TEST_F(InjectRunTest, SwitchesOnTheGpuWaitForTheOpBeforeThePackInOrder) {
   EXPECT_EQ(recorded.size(), 2u);
   EXPECT_GE(recorded["0x7002"], 10);
   EXPECT_GE(recorded["0x7004"], 10);
-  // Each pack lock after the first two (made at once: the plan's first iteration had no marks)
-  // comes after a completion on its pack's stream that no earlier lock used.
+  // Each pack lock comes after a completion on its pack's stream that no earlier lock used, but
+  // for the switches the follower made at once: those whose launch had no mark (the plan's first
+  // iteration; more while the tracer's thread catches up on a loaded machine), asked for after
+  // their launch (late), or given up on. The follower counts each kind; the locks that came
+  // before their op completed are at most those.
   std::vector<std::pair<int64_t, int>> locks;
   for (const std::string& line : Lines(ReadText(dir_ / "switches.jsonl"))) {
     if (line.find("\"action\":\"lock\"") == std::string::npos) continue;
@@ -1080,34 +1083,38 @@ TEST_F(InjectRunTest, SwitchesOnTheGpuWaitForTheOpBeforeThePackInOrder) {
     locks.push_back({j["t_ns"].get<int64_t>(), j["pack"].get<int>()});
   }
   ASSERT_GE(locks.size(), 20u);
+  auto meta = Meta(Read("0"));
+  std::string why;  // the follower's own account
+  for (const char* k : {"switch_marks_recorded", "switch_marks_no_mark", "switch_marks_unknown_stream",
+                        "switch_marks_gave_up", "fallbacks", "switches_late", "iterations_followed"}) {
+    why += std::string(" ") + k + "=" + meta[std::string("run.") + k];
+  }
   int unused[2] = {0, 0};
-  size_t next = 0, checked = 0;
+  size_t next = 0, early = 0;
   for (size_t k = 0; k < locks.size(); ++k) {
     while (next < completes.size() && completes[next].t_ns <= locks[k].first) {
       if (completes[next].pack >= 0) ++unused[completes[next].pack];
       ++next;
     }
-    if (k < 2) continue;
     const int pack = locks[k].second;
     ASSERT_TRUE(pack == 0 || pack == 1) << pack;
-    EXPECT_GT(unused[pack], 0) << "lock " << k << " of pack " << pack << " came before its op completed";
-    if (unused[pack] > 0) --unused[pack];
+    if (unused[pack] > 0) {
+      --unused[pack];
+    } else {
+      ++early;  // before its op completed
+    }
     if (k > 2) {
       EXPECT_NE(pack, locks[k - 1].second) << "lock " << k << ": a pack's switch was passed over";
     }
-    ++checked;
   }
-  EXPECT_GE(checked, 18u);
-  auto meta = Meta(Read("0"));
+  const long long at_once = std::stoll(meta["run.switch_marks_no_mark"]) + std::stoll(meta["run.switch_marks_gave_up"]) +
+                            std::stoll(meta["run.switches_late"]);
+  EXPECT_LE(static_cast<long long>(early), at_once) << early << " of " << locks.size() << " locks early;" << why;
+  EXPECT_GE(locks.size() - early, 18u) << why;
   EXPECT_EQ(meta["run.switch_on"], "gpu");
   EXPECT_EQ(meta["run.switch_marks_record_failed"], "0");
   EXPECT_EQ(meta["run.switch_marks_query_failed"], "0");
-  std::string why;  // the follower's own account, for a failure seen once under ctest -j2 and not since
-  for (const char* k : {"switch_marks_recorded", "switch_marks_no_mark", "switch_marks_unknown_stream",
-                        "switch_marks_gave_up", "fallbacks", "switches_late", "iterations_followed"}) {
-    why += std::string(" ") + k + "=" + meta[std::string("run.") + k];
-  }
-  EXPECT_GE(std::stoll(meta["run.switch_marks_completed"]), static_cast<long long>(checked)) << why;
+  EXPECT_GE(std::stoll(meta["run.switch_marks_completed"]), static_cast<long long>(locks.size() - early)) << why;
   EXPECT_EQ(meta["run.switches_coalesced"], "0");
 }
 
