@@ -395,7 +395,9 @@ int ShareKindOf(KernelKind kind, bool cuda_core_gemm, bool half_precision) {
 }
 
 int ShareKindOfName(std::string_view name) {
-  return ShareKindOf(ClassifyKind(name), IsCudaCoreGemm(name), IsHalfPrecision(name));
+  const KernelKind kind = ClassifyKind(name);
+  // The data type only splits activations: the name is read again for it only then.
+  return ShareKindOf(kind, IsCudaCoreGemm(name), kind == KernelKind::kActivation && IsHalfPrecision(name));
 }
 
 KernelClass ShareKindClass(int share_kind) {

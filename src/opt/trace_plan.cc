@@ -241,14 +241,13 @@ std::vector<PackModel> BuildModels(const Basis& b, const std::vector<packing::Pa
     for (auto v : pack.ops) {
       const uint32_t op = n.ref[v.value()];
       const std::string_view name = t.Name(t.gpu.name[op]);
-      const auto kind = model::ClassifyKind(name);
-      const auto cls = model::ClassOf(kind);
-      const bool cuda_core = model::IsCudaCoreGemm(name);
+      const int kind = model::ShareKindOfName(name);  // one classification of the name
+      const auto cls = model::ShareKindClass(kind);
       const double share = device.KernelShare(trace::Blocks(t.gpu.launch[op]), trace::Threads(t.gpu.launch[op]),
-                                              NsToS(a.durations[v.value()]), cuda_core);
+                                              NsToS(a.durations[v.value()]), kind == model::kCudaCoreGemmShareKind);
       const TimeNs start = a.timeline.start[v.value()];
       by_device[pack.device].push_back({v.value(), {start, start + a.durations[v.value()], cls, share}});
-      info[v.value()] = {cls, share, model::ShareKindOf(kind, cuda_core, model::IsHalfPrecision(name))};
+      info[v.value()] = {cls, share, kind};
     }
   }
   for (auto& [dev, ops] : by_device) {

@@ -491,16 +491,16 @@ int RunClassify(const ClassifyArgs& args) {
   for (const std::string& name : names) {
     const model::KernelKind kind = model::ClassifyKind(name);
     const model::KernelClass cls = model::ClassOf(kind);
-    const bool cuda_core = cls == model::KernelClass::kCompute && model::IsCudaCoreGemm(name);
+    const int sk = model::ShareKindOfName(name);
+    const bool cuda_core = sk == model::kCudaCoreGemmShareKind;
     json k = {{"name", name},
               {"class", model::KernelClassName(cls)},
               {"kind", model::KernelKindName(kind)},
               {"cuda_core_gemm", cuda_core},
-              {"share_kind", model::ShareKindName(model::ShareKindOfName(name))}};
+              {"share_kind", model::ShareKindName(sk)}};
     std::string share;
     if (device) {
       // The clock-bound share the plans use for it: its kind's own figure, else its class's.
-      const int sk = model::ShareKindOfName(name);
       const bool own = !std::isnan(device->kind_comp_share[static_cast<size_t>(sk)]);
       k["comp_share"] = device->CompShare(sk);
       k["comp_share_from"] = own ? "kinds." + std::string(model::ShareKindName(sk)) : "classes." + std::string(model::KernelClassName(cls));

@@ -52,8 +52,8 @@ std::vector<double> ConcurrencyFactors(const DeviceModel& device, std::span<cons
 // The UnitModel of a pack whose busy times were measured with the GPU running at
 // `measured_clock` (the default clock, or the clock the limiter throttled the run to, see
 // ThrottleClock in iteration_energy.h). Each class's time splits into a clock-bound part (its
-// kernels' comp_share, ClassTimes::ClockBound) and a clock-free part; the activity is the time-weighted class activity,
-// with the part above idle scaled by the device's activity_scale.
+// kernels' comp_share, ClassTimes::ClockBound) and a clock-free part; the activity is the
+// time-weighted class activity, with the part above idle scaled by the device's activity_scale.
 //
 // f_cap: the limiter averages power over about a second, longer than a pack, so a pack is not
 // capped on its own power; but a run that was throttled (measured_clock below the default clock)
