@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
-"""How PyTorch's own kernels follow the SM clock, without setting a clock (issue Order 8: evidence
-at other clocks). The same method as bench/gpu/clock_sweep.cu, with the library kernels real
+"""How PyTorch's own kernels follow the SM clock, without setting a clock (docs/model.md 6a: how
+time follows the clock). The same method as bench/gpu/clock_sweep.cu, with the library kernels real
 traces are made of: the power limiter lowers the SM clock on its own under big bf16 GEMMs ("hogs"),
 and a probe launched right after them runs at the lowered clock.
 
