@@ -80,7 +80,20 @@ Result<OverheadModel> ChooseOverheadModel(const TraceAnalysis& a, const Overhead
   if (step_time_ns > 0) {
     // A measured unprofiled step time fixes the CPU scale of this trace exactly.
     OverheadModel m = ModelFromCalibration(*a.graph, a.iterations, a.steady, shapes, calibration);
+    const bool calibrated = a.profiler_trace && m.source == OverheadSource::kCalibration && m.cpu_scale < 1.0;
+    const double calibrated_cpu_scale = calibrated ? m.cpu_scale : 1.0;
     m.cpu_scale = FitCpuScale(*a.graph, a.iterations, a.steady, a.traced_durations, a.cpu_floors, step_time_ns);
+    if (o.fit_collective_waits && m.cpu_scale <= kMinCpuScale * (1 + 1e-9)) {
+      // Even without CPU time the GPU work is longer than the step. A rank of a job waits in its
+      // collectives for ranks the profiler slowed too: with the CPU as the calibration corrects
+      // it (a profiler trace) or as traced, the collectives keep what fits the step.
+      const double comm = FitCommScale(*a.graph, a.iterations, a.steady, a.traced_durations, a.cpu_floors,
+                                       calibrated_cpu_scale, step_time_ns);
+      if (comm < 1.0) {
+        m.cpu_scale = calibrated_cpu_scale;
+        m.comm_scale = comm;
+      }
+    }
     m.ratio = m.cpu_scale * m.gauge.slowdown;  // the ratio this trace needs on its own
     m.source = OverheadSource::kStepTime;
     m.confidence = "high";
@@ -88,7 +101,13 @@ Result<OverheadModel> ChooseOverheadModel(const TraceAnalysis& a, const Overhead
                                        "({:.3f} ms, median of {} iterations)",
                                        static_cast<double>(step_time_ns) * 1e-6, run->untraced_iterations)
                          : "CPU scale fitted to the measured unprofiled step time";
-    if (AtCpuScaleBound(m.cpu_scale)) {
+    if (m.comm_scale < 1.0) {
+      m.confidence = "medium";
+      m.note += fmt::format(
+          "; the measured step is shorter than the traced GPU work allows: the communication kernels keep {:.1f} % "
+          "of their traced time (their waits for other ranks, lengthened by the profiler there), the CPU scale is {}",
+          100 * m.comm_scale, calibrated ? "the calibration's" : "1 (as traced)");
+    } else if (AtCpuScaleBound(m.cpu_scale)) {
       m.confidence = "low";
       m.note += m.cpu_scale > 1 ? "; the measured step is far longer than the traced one: not a profiler effect"
                                 : "; the measured step is shorter than the traced GPU work allows";
@@ -151,7 +170,7 @@ Result<TraceAnalysis> AnalyzeTrace(trace::Trace trace, const AnalyzeOptions& opt
 
   a.profiler_trace = IsProfilerTrace(*a.trace);
   EMO_ASSIGN_OR_RETURN(a.overhead, ChooseOverheadModel(a, options.overhead));
-  a.durations = CorrectedDurations(a.traced_durations, a.cpu_floors, a.overhead.cpu_scale);
+  a.durations = CorrectedDurations(a.traced_durations, a.cpu_floors, a.overhead.cpu_scale, a.overhead.comm_scale);
   a.timeline = a.corrected() ? Replay(*a.graph, a.durations) : a.replayed;
   a.timeline_times = IterationTimes(*a.graph, a.iterations, a.timeline);
   BandCorrectedTime(a);
@@ -201,6 +220,7 @@ nlohmann::json OverheadToJson(const TraceAnalysis& a) {
             {"events_per_iteration", events},
             {"source", OverheadSourceName(m.source)},
             {"cpu_scale", m.cpu_scale},
+            {"comm_scale", m.comm_scale},
             {"confidence", m.confidence},
             {"note", m.note}};
   if (m.source == OverheadSource::kOff) return j;
@@ -239,7 +259,7 @@ TimelineConfidence ConfidenceOf(const TraceAnalysis& a) {
 }
 
 std::vector<TimeNs> BandDurations(const TraceAnalysis& a, double factor) {
-  return CorrectedDurations(a.traced_durations, a.cpu_floors, a.overhead.cpu_scale * factor);
+  return CorrectedDurations(a.traced_durations, a.cpu_floors, a.overhead.cpu_scale * factor, a.overhead.comm_scale);
 }
 
 std::vector<PathGap> CriticalPathGaps(const TraceAnalysis& a) {

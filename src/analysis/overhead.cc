@@ -10,6 +10,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "emo/analysis/slack.h"
 #include "emo/base/file.h"
 #include "emo/base/stats.h"
 
@@ -282,10 +283,12 @@ std::vector<TimeNs> CpuFloorsNs(const graph::Graph& g, const std::vector<TimeNs>
   const auto& t = g.trace();
   std::vector<TimeNs> known(t.strings.size());  // per interned name, looked up once
   for (uint32_t k = 0; k < t.strings.size(); ++k) known[k] = KnownApiFloorNs(t.Name(trace::StringId(k)));
-  std::vector<TimeNs> floors(n.size(), -1);
+  std::vector<TimeNs> floors(n.size(), kGpuOpFloor);
   for (uint32_t v = 0; v < n.size(); ++v) {
     const auto fraction = static_cast<TimeNs>(kCpuFloorFraction * static_cast<double>(traced[v]));
-    if (n.kind[v] == NodeKind::kCpuInterval) {
+    if (n.kind[v] == NodeKind::kGpuOp) {
+      if (IsCommunicationKernel(t.Name(t.gpu.name[n.ref[v]]))) floors[v] = kCommKernelFloor;
+    } else if (n.kind[v] == NodeKind::kCpuInterval) {
       floors[v] = fraction;
     } else if (n.kind[v] == NodeKind::kApiCall) {
       const TimeNs k = known[t.cpu.name[n.ref[v]].value()];
@@ -296,21 +299,24 @@ std::vector<TimeNs> CpuFloorsNs(const graph::Graph& g, const std::vector<TimeNs>
 }
 
 std::vector<TimeNs> CorrectedDurations(const std::vector<TimeNs>& traced, const std::vector<TimeNs>& floors,
-                                       double cpu_scale) {
+                                       double cpu_scale, double comm_scale) {
   std::vector<TimeNs> d = traced;
-  if (cpu_scale == 1.0) return d;
+  if (cpu_scale == 1.0 && comm_scale == 1.0) return d;
+  auto scale = [&](size_t v, double s) { return static_cast<TimeNs>(std::llround(s * static_cast<double>(traced[v]))); };
   for (size_t v = 0; v < d.size(); ++v) {
-    if (floors[v] < 0) continue;  // GPU op
-    const auto scaled = static_cast<TimeNs>(std::llround(cpu_scale * static_cast<double>(traced[v])));
-    d[v] = cpu_scale > 1.0 ? scaled : std::max(floors[v], scaled);
+    if (floors[v] == kCommKernelFloor) {
+      d[v] = scale(v, comm_scale);
+    } else if (floors[v] >= 0) {  // a CPU node
+      d[v] = cpu_scale > 1.0 ? scale(v, cpu_scale) : std::max(floors[v], scale(v, cpu_scale));
+    }
   }
   return d;
 }
 
 TimeNs CorrectedIterationTime(const graph::Graph& g, const IterationMap& it, size_t steady,
                               const std::vector<TimeNs>& traced, const std::vector<TimeNs>& floors,
-                              double cpu_scale) {
-  return IterationTimes(g, it, Replay(g, CorrectedDurations(traced, floors, cpu_scale)))[steady];
+                              double cpu_scale, double comm_scale) {
+  return IterationTimes(g, it, Replay(g, CorrectedDurations(traced, floors, cpu_scale, comm_scale)))[steady];
 }
 
 double FitCpuScale(const graph::Graph& g, const IterationMap& it, size_t steady,
@@ -325,6 +331,22 @@ double FitCpuScale(const graph::Graph& g, const IterationMap& it, size_t steady,
     (time(mid) < unprofiled_ns ? lo : hi) = mid;
   }
   return 0.5 * (lo + hi);
+}
+
+double FitCommScale(const graph::Graph& g, const IterationMap& it, size_t steady,
+                    const std::vector<TimeNs>& traced, const std::vector<TimeNs>& floors, double cpu_scale,
+                    TimeNs unprofiled_ns) {
+  auto time = [&](double comm) {
+    return CorrectedIterationTime(g, it, steady, traced, floors, cpu_scale, comm);
+  };
+  if (std::find(floors.begin(), floors.end(), kCommKernelFloor) == floors.end()) return 1.0;
+  if (time(1.0) <= unprofiled_ns || time(0.0) > unprofiled_ns) return 1.0;
+  double lo = 0.0, hi = 1.0;  // time(lo) <= target < time(hi)
+  for (int k = 0; k < 40 && hi - lo > 1e-5; ++k) {
+    const double mid = 0.5 * (lo + hi);
+    (time(mid) <= unprofiled_ns ? lo : hi) = mid;
+  }
+  return lo;
 }
 
 OverheadModel ModelFromCalibration(const graph::Graph& g, const IterationMap& it, size_t steady,

@@ -9,6 +9,7 @@
 
 #include "emo/analysis/analyze.h"
 #include "emo/analysis/overhead.h"
+#include "emo/analysis/slack.h"
 #include "emo/graph/graph_builder.h"
 #include "trace_builder.h"
 
@@ -277,6 +278,82 @@ TEST(OverheadCalibrationTest, FileRoundTripsAndBadFilesNameThemselves) {
   }
   std::filesystem::remove(path);
   EXPECT_FALSE(LoadOverheadCalibration((dir / "emo_no_such_calibration.json").string()).ok());
+}
+
+
+// A rank of a pipeline job: each iteration launches 400 us of compute and then an op `second`
+// of 500 us (a receive that waits for a peer the profiler slowed, when it is an NCCL kernel), and
+// waits for both (cudaDeviceSynchronize). The CPU work is a few us: the iteration is GPU-bound.
+trace::Trace WaitingRankTrace(const char* second) {
+  TraceBuilder b;
+  int64_t corr = 1;
+  for (int k = 0; k < 4; ++k) {
+    const double t0 = 1000.0 * k;
+    b.Annotation(("ProfilerStep#" + std::to_string(k)).c_str(), t0, t0 + 915);
+    b.Api("cudaLaunchKernel", t0 + 2, t0 + 8, corr);
+    b.Kernel("ampere_bf16_gemm", 7, t0 + 10, t0 + 410, corr++);
+    b.Api("cudaLaunchKernel", t0 + 9, t0 + 14, corr);
+    b.Kernel(second, 7, t0 + 410, t0 + 910, corr++);
+    b.Api("cudaDeviceSynchronize", t0 + 15, t0 + 912);
+  }
+  return b.Build();
+}
+
+TraceAnalysis AnalyzeWithStep(trace::Trace t, TimeNs step_ns, bool fit_collective_waits = true) {
+  AnalyzeOptions options;
+  options.overhead.step_time_ns = step_ns;
+  options.overhead.fit_collective_waits = fit_collective_waits;
+  auto a = AnalyzeTrace(std::move(t), options);
+  EXPECT_TRUE(a.ok()) << a.status().ToString();
+  return std::move(a).value();
+}
+
+TEST(OverheadModelTest, AStepShorterThanTheGpuWorkShortensTheCollectivesWaits) {
+  const TraceAnalysis traced = AnalyzeWithStep(WaitingRankTrace("ncclDevKernel_SendRecv(ncclDevKernelArgsStorage<4096ul>)"), -1);
+  ASSERT_GT(traced.timeline_ns(), 900'000);
+  const TraceAnalysis a =
+      AnalyzeWithStep(WaitingRankTrace("ncclDevKernel_SendRecv(ncclDevKernelArgsStorage<4096ul>)"), 600'000);
+  EXPECT_EQ(a.overhead.source, OverheadSource::kStepTime);
+  // Not a profiler trace: the CPU keeps its traced time, and the receive what fits the step.
+  EXPECT_EQ(a.overhead.cpu_scale, 1.0);
+  EXPECT_GT(a.overhead.comm_scale, 0.0);
+  EXPECT_LT(a.overhead.comm_scale, 0.5);
+  EXPECT_NEAR(static_cast<double>(a.timeline_ns()), 600'000.0, 0.002 * 600'000.0);
+  EXPECT_EQ(a.overhead.confidence, "medium");
+  EXPECT_NE(a.overhead.note.find("communication kernels keep"), std::string::npos) << a.overhead.note;
+  // Only the collectives changed: every other GPU op keeps its traced time.
+  const auto& n = a.graph->nodes();
+  const auto& t = *a.trace;
+  int comm = 0;
+  for (uint32_t v = 0; v < n.size(); ++v) {
+    if (n.kind[v] != graph::NodeKind::kGpuOp) continue;
+    if (IsCommunicationKernel(t.Name(t.gpu.name[n.ref[v]]))) {
+      ++comm;
+      EXPECT_NEAR(static_cast<double>(a.durations[v]), a.overhead.comm_scale * 500'000.0, 1.0);
+    } else {
+      EXPECT_EQ(a.durations[v], a.traced_durations[v]);
+    }
+  }
+  EXPECT_EQ(comm, 4);
+}
+
+TEST(OverheadModelTest, WithoutCollectivesOrForAJobTheStepOutOfReachStaysLowConfidence) {
+  // The same loop with a compute kernel in the receive's place: nothing can give way.
+  const TraceAnalysis compute = AnalyzeWithStep(WaitingRankTrace("ampere_bf16_gemm_2"), 600'000);
+  EXPECT_EQ(compute.overhead.comm_scale, 1.0);
+  EXPECT_EQ(compute.overhead.cpu_scale, kMinCpuScale);
+  EXPECT_EQ(compute.overhead.confidence, "low");
+  EXPECT_GT(compute.timeline_ns(), 900'000);
+  // The ranks of a job read together: the joint replay times the collectives, not the fit.
+  const TraceAnalysis rank =
+      AnalyzeWithStep(WaitingRankTrace("ncclDevKernel_SendRecv(ncclDevKernelArgsStorage<4096ul>)"), 600'000, false);
+  EXPECT_EQ(rank.overhead.comm_scale, 1.0);
+  EXPECT_EQ(rank.overhead.confidence, "low");
+  // A step the collectives cannot reach even at no time at all (the compute alone is 400 us).
+  const TraceAnalysis short_step =
+      AnalyzeWithStep(WaitingRankTrace("ncclDevKernel_SendRecv(ncclDevKernelArgsStorage<4096ul>)"), 300'000);
+  EXPECT_EQ(short_step.overhead.comm_scale, 1.0);
+  EXPECT_EQ(short_step.overhead.confidence, "low");
 }
 
 }  // namespace

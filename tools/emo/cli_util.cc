@@ -199,7 +199,9 @@ Result<std::vector<analysis::TraceAnalysis>> AnalyzeInputs(const char* command, 
 }
 
 Result<std::vector<analysis::TraceAnalysis>> AnalyzeSources(const char* command, std::vector<trace::TraceSource> sources,
-                                                            const analysis::AnalyzeOptions& options) {
+                                                            analysis::AnalyzeOptions options) {
+  // Several traces may be the ranks of one job, whose collectives the joint replay times.
+  if (sources.size() > 1) options.overhead.fit_collective_waits = false;
   std::vector<std::optional<Result<analysis::TraceAnalysis>>> done(sources.size());
   std::atomic<size_t> next{0};
   std::atomic<size_t> finished{0};

@@ -51,9 +51,10 @@ int FailUsage(const char* command, const Status& status);
 // NAME ..." on stderr for each. The first failure (in that order) is returned.
 Result<std::vector<analysis::TraceAnalysis>> AnalyzeInputs(const char* command, const std::vector<std::string>& inputs,
                                                            const analysis::AnalyzeOptions& options);
-// The same for sources already expanded.
+// The same for sources already expanded. With more than one source the collectives are not fitted
+// to a measured step (AnalyzeOptions fit_collective_waits: they may be the ranks of one job).
 Result<std::vector<analysis::TraceAnalysis>> AnalyzeSources(const char* command, std::vector<trace::TraceSource> sources,
-                                                            const analysis::AnalyzeOptions& options);
+                                                            analysis::AnalyzeOptions options);
 
 // Writes `j` (indented) to `path` ("-" = stdout); "" writes nothing.
 Status WriteJson(const std::string& path, const nlohmann::json& j);

@@ -235,7 +235,9 @@ Result<std::vector<analysis::TraceAnalysis>> ReadShare(const AnalyzeArgs& args, 
     EMO_ASSIGN_OR_RETURN(std::vector<trace::TraceSource> sources, trace::ExpandTraceInputs(args.traces));
     std::vector<trace::TraceSource> share;
     for (size_t i : x->Mine(sources.size())) share.push_back(std::move(sources[i]));
-    return AnalyzeSources("analyze", std::move(share), options);
+    analysis::AnalyzeOptions job_options = options;  // the ranks of one job, even when this process reads one
+    job_options.overhead.fit_collective_waits = false;
+    return AnalyzeSources("analyze", std::move(share), job_options);
   }();
   const std::vector<std::string> errors = x->AllGather(
       mine.ok() ? "" : nlohmann::json{static_cast<int>(mine.status().code()), mine.status().message()}.dump());

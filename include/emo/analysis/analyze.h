@@ -33,6 +33,10 @@ struct OverheadOptions {
   std::map<std::string, TimeNs> step_times_ns;
   // From `emo calibrate-overhead --out` (LoadOverheadCalibration); none: the shipped one.
   std::optional<OverheadCalibration> calibration;
+  // When a measured step is shorter than the trace's GPU work allows, shorten the communication
+  // kernels to fit it (OverheadModel::comm_scale). Off for the ranks of a job read together: the
+  // joint replay bounds each collective by its peers' arrivals instead (joint_replay.h).
+  bool fit_collective_waits = true;
 };
 
 struct AnalyzeOptions {

@@ -107,6 +107,10 @@ std::string_view OverheadSourceName(OverheadSource s);
 
 struct OverheadModel {
   double cpu_scale = 1;          // r: every CPU node keeps this share of its traced time
+  // Every communication kernel (NCCL) keeps this share of its traced time: below 1 only when a
+  // measured step is shorter than the trace's GPU work allows and the excess is in the
+  // collectives, whose waits for other ranks the profiler on those ranks lengthened (FitCommScale).
+  double comm_scale = 1;
   double ratio = 0;              // the calibration's ratio for the trace's configuration
   SpeedGauge gauge;
   OverheadSource source = OverheadSource::kOff;
@@ -144,20 +148,25 @@ inline constexpr double kCpuFloorFraction = 0.2;
 // other calls keep kCpuFloorFraction of their time.
 TimeNs ApiCallFloorNs(std::string_view name, TimeNs traced);
 
+// CpuFloorsNs' mark of a GPU op: never scaled; and of a communication kernel
+// (IsCommunicationKernel): scaled by the comm_scale alone.
+inline constexpr TimeNs kGpuOpFloor = -1, kCommKernelFloor = -2;
+
 // The floor of every node's corrected duration (API calls: ApiCallFloorNs; CPU intervals:
-// kCpuFloorFraction of their time; GPU ops: -1, never scaled). Built once per trace: the
-// corrections below only scale and clamp.
+// kCpuFloorFraction of their time; GPU ops: kGpuOpFloor or kCommKernelFloor). Built once per
+// trace: the corrections below only scale and clamp.
 std::vector<TimeNs> CpuFloorsNs(const graph::Graph& g, const std::vector<TimeNs>& traced);
 
 // Durations with every CPU node scaled by cpu_scale, floors applied (a scale above 1 lengthens
-// and needs none); GPU durations unchanged.
+// and needs none), and every communication kernel by comm_scale; other GPU durations unchanged.
 std::vector<TimeNs> CorrectedDurations(const std::vector<TimeNs>& traced, const std::vector<TimeNs>& floors,
-                                       double cpu_scale);
+                                       double cpu_scale, double comm_scale = 1.0);
 
-// The steady iteration's time with every CPU node scaled by `cpu_scale` (a replay).
+// The steady iteration's time with every CPU node scaled by `cpu_scale` and every communication
+// kernel by `comm_scale` (a replay).
 TimeNs CorrectedIterationTime(const graph::Graph& g, const IterationMap& it, size_t steady,
                               const std::vector<TimeNs>& traced, const std::vector<TimeNs>& floors,
-                              double cpu_scale);
+                              double cpu_scale, double comm_scale = 1.0);
 
 // The CPU scale whose corrected steady iteration takes `unprofiled_ns` (bisection; the time is
 // nondecreasing in the scale). Clamped to [kMinCpuScale, kMaxCpuScale]: a GPU-bound floor
@@ -165,6 +174,16 @@ TimeNs CorrectedIterationTime(const graph::Graph& g, const IterationMap& it, siz
 double FitCpuScale(const graph::Graph& g, const IterationMap& it, size_t steady,
                    const std::vector<TimeNs>& traced, const std::vector<TimeNs>& floors,
                    TimeNs unprofiled_ns);
+
+// When even the smallest CPU scale leaves the steady iteration longer than `unprofiled_ns` and
+// the trace has communication kernels: the share of their traced time they keep (bisection on
+// (0, 1]; the time is nondecreasing in it) so that, with every CPU node at `cpu_scale`, the
+// iteration takes `unprofiled_ns`. Returns 1 when no communication kernel is on the way, or
+// when dropping every collective's time entirely still leaves the iteration too long (the
+// excess is not in the waits).
+double FitCommScale(const graph::Graph& g, const IterationMap& it, size_t steady,
+                    const std::vector<TimeNs>& traced, const std::vector<TimeNs>& floors, double cpu_scale,
+                    TimeNs unprofiled_ns);
 
 // The model for one trace from a calibration: r = ratio x b.
 OverheadModel ModelFromCalibration(const graph::Graph& g, const IterationMap& it, size_t steady,
