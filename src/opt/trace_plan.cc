@@ -104,20 +104,11 @@ class Evaluator {
     ++replays;
     std::vector<TimeNs> dur(b_.durations.begin(), b_.durations.end());
     for (size_t p = 0; p < packs_.size(); ++p) {
-      const auto& m = models_[p];
-      const auto& stretch = b_.stretch[choice[p]];  // options follow the device's clock table
+      const std::vector<double> stretch = OpStretches(choice, p);
       const auto& ops = packs_[p].ops;
       for (size_t k = 0; k < ops.size(); ++k) {
         auto& d = dur[ops[k].value()];
-        d = static_cast<TimeNs>(std::llround(static_cast<double>(d) * stretch[m.op_kind[k]]));
-      }
-      // A switch into this pack: its first ops still run at the previous pack's clock.
-      if (Switches(choice, p)) {
-        const auto& old_stretch = b_.stretch[choice[previous_[p]]];
-        for (size_t k : lead_[p]) {
-          const uint32_t v = ops[k].value();
-          dur[v] = static_cast<TimeNs>(std::llround(static_cast<double>(b_.durations[v]) * old_stretch[m.op_kind[k]]));
-        }
+        d = static_cast<TimeNs>(std::llround(static_cast<double>(d) * stretch[k]));
       }
     }
     const auto s = analysis::Replay(*b_.a.graph, dur, b_.end_bounds);
@@ -162,6 +153,21 @@ class Evaluator {
       out.energy_j += busy_j + b_.device.IdlePower(opt.clock).value() * idle_s;
     }
     return out;
+  }
+
+  // Per op of pack p, the factor its duration is stretched by under `choice`: its pack's clock
+  // option's; after a switch into the pack, its lead ops' at the previous pack's clock (they run
+  // before the new clock holds).
+  std::vector<double> OpStretches(const std::vector<size_t>& choice, size_t p) const {
+    const auto& kind = models_[p].op_kind;
+    const auto& stretch = b_.stretch[choice[p]];  // options follow the device's clock table
+    std::vector<double> f(packs_[p].ops.size());
+    for (size_t k = 0; k < f.size(); ++k) f[k] = stretch[kind[k]];
+    if (Switches(choice, p)) {
+      const auto& old_stretch = b_.stretch[choice[previous_[p]]];
+      for (size_t k : lead_[p]) f[k] = old_stretch[kind[k]];
+    }
+    return f;
   }
 
   size_t replays = 0;
@@ -622,16 +628,17 @@ const PackingPlan& KeepCheapest(const std::vector<std::pair<packing::PackingKind
 // are one pack to the policy (no switch between them). Counts the switches per iteration.
 void RecordPacks(const Basis& basis, const PackingPlan& won, TracePlan& plan) {
   const Candidate& best = won.candidates[won.best];
+  const Evaluator ev(basis, won.packs, won.models);
   for (size_t p = 0; p < won.packs.size(); ++p) {
     const auto& m = won.models[p];
     PlannedPack planned{won.packs[p], m.options[best.choice[p]].clock, m.options[m.default_index].time_s,
                         m.options[best.choice[p]].time_s, {}};
-    // Options follow the device's clock table, as the stretch does (Evaluator::Evaluate).
-    const auto& at_plan = basis.stretch[best.choice[p]];
+    // Each op's extra time as the plan's replay stretches it, the switch's lead included.
+    const std::vector<double> at_plan = ev.OpStretches(best.choice, p);
     const auto& at_default = basis.stretch[m.default_index];
     for (size_t k = 0; k < planned.pack.ops.size(); ++k) {
       const auto d = static_cast<double>(basis.durations[planned.pack.ops[k].value()]);
-      planned.op_extra_ns.push_back(std::llround(d * (at_plan[m.op_kind[k]] - at_default[m.op_kind[k]])));
+      planned.op_extra_ns.push_back(std::llround(d * (at_plan[k] - at_default[m.op_kind[k]])));
     }
     if (!plan.packs.empty() && plan.packs.back().pack.device == planned.pack.device &&
         plan.packs.back().clock == planned.clock) {

@@ -9,6 +9,8 @@
 #include <set>
 
 #include "emo/analysis/analyze.h"
+#include "emo/analysis/iterations.h"
+#include "emo/analysis/replay.h"
 #include "emo/model/device.h"
 #include "emo/opt/trace_plan.h"
 #include "emo/policy/launch_anchors.h"
@@ -162,6 +164,15 @@ TEST(TracePlanTest, SwitchLatencyCostsOnlyPlansThatSwitch) {
   // The planner saw the latency: a different plan, or the same clocks at a cost.
   EXPECT_TRUE(s->switches != f->switches || s->plan.energy_j != f->plan.energy_j || s->plan.time_ns != f->plan.time_ns);
   EXPECT_EQ(s->switch_latency_ns, 1'000'000);
+  // What the plan's packs carry (each op's extra time, which `emo run --actuator emulate` spins
+  // and a job's peers are timed with) replays to the plan's own iteration time: the ops a switch
+  // catches run at the previous pack's clock there too.
+  for (const auto* p : {&*f, &*s}) {
+    const std::vector<TimeNs> d = PlannedDurations(*p, a->durations);
+    const auto bounds = analysis::BoundsOf(*a->graph, a->iterations, analysis::Replay(*a->graph, d), a->steady);
+    EXPECT_NEAR(static_cast<double>(bounds.end - bounds.start), static_cast<double>(p->plan.time_ns), 1000.0)
+        << (p == &*s ? "1 ms switches" : "free switches");
+  }
 }
 
 }  // namespace

@@ -61,7 +61,9 @@ struct PlannedPack {
   double busy_s_default = 0;  // modelled busy time at the default clock
   double busy_s = 0;          // at the chosen clock
   // Per op of pack.ops: its modelled time at `clock` minus at the default clock (the model's
-  // per-class stretch of its timeline duration); what `emo run --actuator emulate` adds.
+  // per-kind stretch of its timeline duration; an op that starts within the switch latency of a
+  // switch into the pack runs at the previous pack's clock); what `emo run --actuator emulate`
+  // adds.
   std::vector<TimeNs> op_extra_ns;
 };
 
