@@ -19,6 +19,9 @@ fit into that device file (a copy of devices/h200.json when it does not exist; t
 not fit are devices/derive_h200.py's).
 """
 import copy, json, os, subprocess, sys, tempfile
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from lsq import solve  # noqa: E402
 from concurrent.futures import ThreadPoolExecutor
 
 POOL = ThreadPoolExecutor(max_workers=os.cpu_count() or 2)
@@ -79,24 +82,6 @@ def energy(devfile, s):
     j = json.loads(subprocess.run([emo, "optimize", s[1], "--device", devfile, "--json", "-", *extra],
                                   capture_output=True, text=True, check=True).stdout)
     return j["baseline"]["energy_j"], j["baseline"]["time_us"] / 1e6
-
-
-def solve(A, b):
-    """Least squares by the normal equations (a handful of unknowns)."""
-    n = len(A[0])
-    ata = [[sum(r[i] * r[j] for r in A) for j in range(n)] for i in range(n)]
-    atb = [sum(r[i] * y for r, y in zip(A, b)) for i in range(n)]
-    for i in range(n):
-        p = max(range(i, n), key=lambda r_: abs(ata[r_][i]))
-        ata[i], ata[p], atb[i], atb[p] = ata[p], ata[i], atb[p], atb[i]
-        for r_ in range(i + 1, n):
-            f = ata[r_][i] / ata[i][i]
-            ata[r_] = [x - f * y for x, y in zip(ata[r_], ata[i])]
-            atb[r_] -= f * atb[i]
-    x = [0.0] * n
-    for i in reversed(range(n)):
-        x[i] = (atb[i] - sum(ata[i][j] * x[j] for j in range(i + 1, n))) / ata[i][i]
-    return x
 
 
 # a_idle: every class at 0 is clamped to idle; two activities above it give the slope.

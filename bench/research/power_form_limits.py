@@ -21,6 +21,9 @@ Kernel names are classified by `emo model classify` (the share kinds of devices/
 """
 import collections, gzip, json, math, os, subprocess, sys
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from lsq import solve  # noqa: E402
+
 here = os.path.dirname(os.path.abspath(__file__))
 repo = os.path.dirname(os.path.dirname(here))
 args = [a for a in sys.argv[1:] if not a.startswith("--")]
@@ -143,23 +146,6 @@ def predict(loop, s, powers):
     return min(e, CAP * loop["step"])
 
 
-def solve(rows, b):
-    n = len(rows[0])
-    a = [[sum(r[i] * r[j] for r in rows) + (1e-12 if i == j else 0.0) for j in range(n)] for i in range(n)]
-    y = [sum(r[i] * v for r, v in zip(rows, b)) for i in range(n)]
-    for i in range(n):
-        p = max(range(i, n), key=lambda k: abs(a[k][i]))
-        a[i], a[p], y[i], y[p] = a[p], a[i], y[p], y[i]
-        for k in range(i + 1, n):
-            f = a[k][i] / a[i][i]
-            a[k] = [x - f * z for x, z in zip(a[k], a[i])]
-            y[k] -= f * y[i]
-    x = [0.0] * n
-    for i in reversed(range(n)):
-        x[i] = (y[i] - sum(a[i][j] * x[j] for j in range(i + 1, n))) / a[i][i]
-    return x
-
-
 def fit(ramp, form, grouping, groups, fit_sets):
     powers = {g: 450.0 for g in groups}
     for _ in range(3):  # the concurrency factors depend on the powers: refit twice
@@ -171,7 +157,7 @@ def fit(ramp, form, grouping, groups, fit_sets):
                 continue
             rows.append([s[g] / l["J"] for g in groups])
             b.append((l["J"] - IDLE * l["step"] - sum(FIXED[g] * s[g] for g in FIXED)) / l["J"])
-        powers = dict(zip(groups, solve(rows, b)))
+        powers = dict(zip(groups, solve(rows, b, ridge=1e-12)))
     errors = {l["name"] + "/" + l["set"]: (l, 100 * (predict(l, ss[id(l)], powers) / l["J"] - 1)) for l in loops}
     return powers, errors
 
