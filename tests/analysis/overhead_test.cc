@@ -280,7 +280,6 @@ TEST(OverheadCalibrationTest, FileRoundTripsAndBadFilesNameThemselves) {
   EXPECT_FALSE(LoadOverheadCalibration((dir / "emo_no_such_calibration.json").string()).ok());
 }
 
-
 // A rank of a pipeline job: each iteration launches 400 us of compute and then an op `second`
 // of 500 us (a receive that waits for a peer the profiler slowed, when it is an NCCL kernel), and
 // waits for both (cudaDeviceSynchronize). The CPU work is a few us: the iteration is GPU-bound.

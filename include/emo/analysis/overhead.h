@@ -175,12 +175,12 @@ double FitCpuScale(const graph::Graph& g, const IterationMap& it, size_t steady,
                    const std::vector<TimeNs>& traced, const std::vector<TimeNs>& floors,
                    TimeNs unprofiled_ns);
 
-// When even the smallest CPU scale leaves the steady iteration longer than `unprofiled_ns` and
-// the trace has communication kernels: the share of their traced time they keep (bisection on
-// (0, 1]; the time is nondecreasing in it) so that, with every CPU node at `cpu_scale`, the
-// iteration takes `unprofiled_ns`. Returns 1 when no communication kernel is on the way, or
-// when dropping every collective's time entirely still leaves the iteration too long (the
-// excess is not in the waits).
+// The share of their traced time the communication kernels keep so that, with every CPU node at
+// `cpu_scale`, the steady iteration takes `unprofiled_ns` (bisection on [0, 1]; the time is
+// nondecreasing in it). Returns 1 when the trace has no communication kernel, when the iteration
+// already fits, or when dropping every collective's time entirely still leaves it too long (the
+// excess is not in the waits). ChooseOverheadModel calls it only when no CPU scale reaches the
+// step.
 double FitCommScale(const graph::Graph& g, const IterationMap& it, size_t steady,
                     const std::vector<TimeNs>& traced, const std::vector<TimeNs>& floors, double cpu_scale,
                     TimeNs unprofiled_ns);
