@@ -83,7 +83,7 @@ Result<OverheadModel> ChooseOverheadModel(const TraceAnalysis& a, const Overhead
     const bool calibrated = a.profiler_trace && m.source == OverheadSource::kCalibration && m.cpu_scale < 1.0;
     const double calibrated_cpu_scale = calibrated ? m.cpu_scale : 1.0;
     m.cpu_scale = FitCpuScale(*a.graph, a.iterations, a.steady, a.traced_durations, a.cpu_floors, step_time_ns);
-    if (o.fit_collective_waits && m.cpu_scale <= kMinCpuScale * (1 + 1e-9)) {
+    if (o.fit_collective_waits && m.cpu_scale < 1.0 && AtCpuScaleBound(m.cpu_scale)) {
       // Even without CPU time the GPU work is longer than the step. A rank of a job waits in its
       // collectives for ranks the profiler slowed too: with the CPU as the calibration corrects
       // it (a profiler trace) or as traced, the collectives keep what fits the step.

@@ -104,7 +104,8 @@ class Evaluator {
     ++replays;
     std::vector<TimeNs> dur(b_.durations.begin(), b_.durations.end());
     for (size_t p = 0; p < packs_.size(); ++p) {
-      const std::vector<double> stretch = OpStretches(choice, p);
+      OpStretches(choice, p, stretch_);
+      const auto& stretch = stretch_;
       const auto& ops = packs_[p].ops;
       for (size_t k = 0; k < ops.size(); ++k) {
         auto& d = dur[ops[k].value()];
@@ -158,16 +159,16 @@ class Evaluator {
   // Per op of pack p, the factor its duration is stretched by under `choice`: its pack's clock
   // option's; after a switch into the pack, its lead ops' at the previous pack's clock (they run
   // before the new clock holds).
-  std::vector<double> OpStretches(const std::vector<size_t>& choice, size_t p) const {
+  // Written into `f` (resized), so the replay loop reuses one buffer.
+  void OpStretches(const std::vector<size_t>& choice, size_t p, std::vector<double>& f) const {
     const auto& kind = models_[p].op_kind;
     const auto& stretch = b_.stretch[choice[p]];  // options follow the device's clock table
-    std::vector<double> f(packs_[p].ops.size());
+    f.resize(packs_[p].ops.size());
     for (size_t k = 0; k < f.size(); ++k) f[k] = stretch[kind[k]];
     if (Switches(choice, p)) {
       const auto& old_stretch = b_.stretch[choice[previous_[p]]];
       for (size_t k : lead_[p]) f[k] = old_stretch[kind[k]];
     }
-    return f;
   }
 
   size_t replays = 0;
@@ -183,6 +184,7 @@ class Evaluator {
   std::vector<size_t> previous_;             // the pack before each on its device (cyclic)
   std::vector<std::vector<size_t>> lead_;    // its ops that start within the switch latency
   std::vector<double> lead_share_;           // their share of its busy time
+  std::vector<double> stretch_;              // Evaluate's per-op stretch buffer
 };
 
 // Greedy descent: from `choice`, repeatedly take the move of one pack to its next slower
@@ -634,7 +636,8 @@ void RecordPacks(const Basis& basis, const PackingPlan& won, TracePlan& plan) {
     PlannedPack planned{won.packs[p], m.options[best.choice[p]].clock, m.options[m.default_index].time_s,
                         m.options[best.choice[p]].time_s, {}};
     // Each op's extra time as the plan's replay stretches it, the switch's lead included.
-    const std::vector<double> at_plan = ev.OpStretches(best.choice, p);
+    std::vector<double> at_plan;
+    ev.OpStretches(best.choice, p, at_plan);
     const auto& at_default = basis.stretch[m.default_index];
     for (size_t k = 0; k < planned.pack.ops.size(); ++k) {
       const auto d = static_cast<double>(basis.durations[planned.pack.ops[k].value()]);
