@@ -284,6 +284,22 @@ void to_json(nlohmann::json& j, const PathGap& g) {
   j = {{"where", g.where}, {"us", NsToUs(g.ns)}, {"reason", g.reason}};
 }
 
+namespace {
+
+// null when the trace has no clock reads in the window (traces before the clock record, or no
+// NVML).
+nlohmann::json ClockStatsToJson(const trace::ClockStats& c) {
+  using nlohmann::json;
+  if (!c.Known()) return nullptr;
+  return {{"median_mhz", c.median_mhz},
+          {"min_mhz", c.min_mhz},
+          {"max_mhz", c.max_mhz},
+          {"reads", c.samples},
+          {"power_capped_share", c.power_capped_share < 0 ? json(nullptr) : json(c.power_capped_share)}};
+}
+
+}  // namespace
+
 nlohmann::json GpuEnergyToJson(const trace::GpuEnergy& g) {
   using nlohmann::json;
   const bool measured = g.HasEnergy();
@@ -299,7 +315,9 @@ nlohmann::json GpuEnergyToJson(const trace::GpuEnergy& g) {
           {"busy_power_w", energy(g.busy_power_w)},
           {"idle_power_w", g.idle_power_w < 0 ? json(nullptr) : json(g.idle_power_w)},
           {"counter_reads", g.counter_reads},
-          {"power_samples", g.power_samples}};
+          {"power_samples", g.power_samples},
+          {"sm_clock", ClockStatsToJson(g.clock)},
+          {"traced_sm_clock", ClockStatsToJson(g.traced_clock)}};
 }
 
 nlohmann::json AnalysisToJson(const TraceAnalysis& a) {

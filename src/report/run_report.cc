@@ -225,6 +225,25 @@ nlohmann::json RunToJson(const std::string& path, const trace::Trace& t) {
   return j;
 }
 
+namespace {
+
+// "  SM clock ..." for a GPU whose clocks were read (traces written since the clock record), else "".
+std::string ClockLine(const trace::GpuEnergy& g) {
+  auto part = [](const trace::ClockStats& c, const char* where) {
+    std::string p = fmt::format("{:.0f} MHz {} (median of {} reads, {:.0f}-{:.0f})", c.median_mhz, where, c.samples,
+                                c.min_mhz, c.max_mhz);
+    if (c.power_capped_share > 0) p += fmt::format(", the power limit holding it {:.0f} % of the time", 100.0 * c.power_capped_share);
+    return p;
+  };
+  std::vector<std::string> parts;
+  if (g.traced_clock.Known()) parts.push_back(part(g.traced_clock, "traced"));
+  if (g.clock.Known()) parts.push_back(part(g.clock, "untraced"));
+  if (parts.empty()) return "";
+  return fmt::format("  GPU {} SM clock   {}\n", g.device, fmt::join(parts, "; "));
+}
+
+}  // namespace
+
 std::string RunText(const std::string& path, const trace::Trace& t) {
   std::string s = fmt::format("{}\n", path);
   if (!t.meta.run) return s + "  not an EMO trace: no run measurements\n";
@@ -268,6 +287,7 @@ std::string RunText(const std::string& path, const trace::Trace& t) {
     }
     if (g.idle_power_w >= 0) s += fmt::format(", {:.0f} W idle before the first iteration", g.idle_power_w);
     s += "\n";
+    s += ClockLine(g);
   }
   if (r.mode == "trace") {
     s += fmt::format("  recorded          {}, {}; {}\n", Plural(t.gpu.size(), "GPU op"), Plural(t.cpu.size(), "CPU event"),

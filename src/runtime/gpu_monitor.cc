@@ -19,6 +19,7 @@ namespace fmt = trace::emo_format;
 constexpr int kNvmlSuccess = 0;
 constexpr int kNvmlNotFound = 6;
 constexpr int kNvmlTotalPowerSamples = 0;  // nvmlSamplingType_t
+constexpr int kNvmlClockSm = 1;            // nvmlClockType_t
 enum NvmlValueType { kDouble = 0, kUnsignedInt = 1, kUnsignedLong = 2, kUnsignedLongLong = 3, kSignedLongLong = 4 };
 struct NvmlSample {
   unsigned long long time_us;  // CPU time, µs since the epoch
@@ -78,6 +79,11 @@ bool GpuMonitor::LoadNvml(std::string* why) {
   Lookup(l, "nvmlErrorString", &nvml_.error_string);
   Lookup(l, "nvmlDeviceGetUUID", &nvml_.uuid);
   Lookup(l, "nvmlDeviceGetIndex", &nvml_.index);
+  Lookup(l, "nvmlDeviceGetClockInfo", &nvml_.clock_info);
+  // Renamed in CUDA 12.3's NVML; the old name stays for old drivers.
+  if (!Lookup(l, "nvmlDeviceGetCurrentClocksEventReasons", &nvml_.clock_reasons)) {
+    Lookup(l, "nvmlDeviceGetCurrentClocksThrottleReasons", &nvml_.clock_reasons);
+  }
   if (!ok) {
     *why =
         "libnvidia-ml.so.1 lacks a function EMO needs (nvmlInit_v2, nvmlDeviceGetHandleByPciBusId_v2, "
@@ -158,6 +164,7 @@ void GpuMonitor::Run() {
     if (stopping) break;
     for (Device& d : devices_) {
       ReadEnergy(&d);
+      ReadClock(&d);
       if (!d.ring) ReadPower(&d);
     }
     if (std::chrono::steady_clock::now() >= next_samples) {
@@ -190,6 +197,8 @@ void GpuMonitor::Resolve(uint32_t ordinal) {
       char uuid[96] = {};
       if (nvml_.uuid != nullptr && nvml_.uuid(d.handle, uuid, sizeof(uuid)) == kNvmlSuccess) id.uuid = uuid;
       d.energy = d.ring = d.power = true;
+      d.clock = nvml_.clock_info != nullptr;
+      d.reasons = nvml_.clock_reasons != nullptr;
     } else {
       std::fprintf(stderr, "emo trace: NVML does not know CUDA device %u (PCI %s): %s; no energy for it\n", ordinal,
                    id.pci_bus_id.c_str(), NvmlError(r));
@@ -239,6 +248,31 @@ void GpuMonitor::ReadPower(Device* d) {
   p.gpu = d->ordinal;
   p.power_mw = mw;
   sink_(Encode(fmt::RecordType::kPower, p), {}, -1);
+}
+
+void GpuMonitor::ReadClock(Device* d) {
+  if (!d->clock) return;
+  unsigned mhz = 0;
+  const int64_t t = CuptiNow();
+  const int r = nvml_.clock_info(d->handle, kNvmlClockSm, &mhz);
+  if (r != kNvmlSuccess) {
+    std::fprintf(stderr, "emo trace: nvmlDeviceGetClockInfo(SM) failed for CUDA device %u: %s; no SM clock records for it\n",
+                 d->ordinal, NvmlError(r));
+    d->clock = false;
+    return;
+  }
+  fmt::ClockRecord c{};
+  c.time_ns = t;
+  c.reasons = fmt::kNone;
+  unsigned long long reasons = 0;
+  if (d->reasons && nvml_.clock_reasons(d->handle, &reasons) == kNvmlSuccess) {
+    c.reasons = reasons;
+  } else {
+    d->reasons = false;
+  }
+  c.gpu = d->ordinal;
+  c.sm_mhz = mhz;
+  sink_(Encode(fmt::RecordType::kClock, c), {}, -1);
 }
 
 void GpuMonitor::DrainSamples(Device* d) {

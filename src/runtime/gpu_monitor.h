@@ -1,6 +1,7 @@
 // The injection library's GPU thread: names each GPU the process uses (a GpuRecord) and, when
-// NVML is there, reads its energy counter every ~50 ms (EnergyRecord) and drains NVML's power
-// sample ring every ~1 s (PowerRecord). NVML is opened with dlopen; only read functions are
+// NVML is there, reads its energy counter and its SM clock with the clocks-event reasons every
+// ~50 ms (EnergyRecord, ClockRecord) and drains NVML's power sample ring every ~1 s
+// (PowerRecord). NVML is opened with dlopen; only read functions are
 // resolved, so nothing here can change a GPU's clocks or limits.
 #pragma once
 
@@ -49,6 +50,8 @@ class GpuMonitor {
     int (*samples)(Handle, int, unsigned long long, int*, unsigned*, void*) = nullptr;
     int (*uuid)(Handle, char*, unsigned) = nullptr;
     int (*index)(Handle, unsigned*) = nullptr;
+    int (*clock_info)(Handle, int, unsigned*) = nullptr;
+    int (*clock_reasons)(Handle, unsigned long long*) = nullptr;
   };
   struct Device {
     uint32_t ordinal = 0;
@@ -56,6 +59,8 @@ class GpuMonitor {
     bool energy = false;
     bool ring = false;  // nvmlDeviceGetSamples works; otherwise GetPowerUsage each tick
     bool power = false;
+    bool clock = false;    // nvmlDeviceGetClockInfo works
+    bool reasons = false;  // ... and the clocks-event reasons
     unsigned long long last_sample_us = 0;
   };
 
@@ -65,6 +70,7 @@ class GpuMonitor {
   void Resolve(uint32_t ordinal);
   void ReadEnergy(Device* d);
   void ReadPower(Device* d);
+  void ReadClock(Device* d);
   void DrainSamples(Device* d);
 
   ClockReference clock_;

@@ -127,6 +127,7 @@ void EmoRecords::Add(ef::ChunkKind kind, std::string_view payload) {
           case ef::RecordType::kPower: kept = Decode(body, h.size, &power); break;
           case ef::RecordType::kDropped: kept = Decode(body, h.size, &dropped); break;
           case ef::RecordType::kGpu: kept = Decode(body, h.size, &gpus); break;
+          case ef::RecordType::kClock: kept = Decode(body, h.size, &clocks); break;
           default: kept = false; break;
         }
         if (!kept) ++skipped;
@@ -147,11 +148,34 @@ std::pair<TimeNs, int64_t> StepOf(const std::vector<emo_format::IterationRecord>
   return {Quantile(ns, 0.5), static_cast<int64_t>(ns.size())};
 }
 
+// GPU `device`'s SM clock over [from, to] (host time).
+ClockStats ClockOver(const EmoRecords& r, uint32_t device, TimeNs from, TimeNs to) {
+  ClockStats c;
+  std::vector<double> mhz;
+  int64_t with_reasons = 0, capped = 0;
+  for (const auto& k : r.clocks) {
+    if (k.gpu != device || k.time_ns < from || k.time_ns > to || k.sm_mhz == 0) continue;
+    mhz.push_back(k.sm_mhz);
+    if (k.reasons == ef::kNone) continue;
+    ++with_reasons;
+    capped += (k.reasons & (ef::kClockReasonSwPowerCap | ef::kClockReasonHwPowerBrake)) != 0 ? 1 : 0;
+  }
+  if (mhz.empty()) return c;
+  c.samples = static_cast<int64_t>(mhz.size());
+  std::sort(mhz.begin(), mhz.end());
+  c.median_mhz = mhz[mhz.size() / 2];
+  c.min_mhz = mhz.front();
+  c.max_mhz = mhz.back();
+  if (with_reasons > 0) c.power_capped_share = static_cast<double>(capped) / static_cast<double>(with_reasons);
+  return c;
+}
+
 // Each GPU's energy per iteration over the longest run of consecutive marked iterations that
 // abut in time (a left-out iteration of another loop, or the hand-over from launch-period to
 // anchor iterations, leaves a stretch of time that belongs to no counted iteration).
+// `traced` spans the traced iterations (the clock their durations ran at), empty when none.
 std::vector<GpuEnergy> GpuEnergies(const EmoRecords& r, const std::vector<emo_format::IterationRecord>& its,
-                                   const std::vector<bool>& usable) {
+                                   const std::vector<bool>& usable, std::pair<TimeNs, TimeNs> traced) {
   std::vector<GpuEnergy> out;
   size_t best_first = 0, best_n = 0;
   for (size_t i = 0; i < its.size();) {
@@ -221,6 +245,8 @@ std::vector<GpuEnergy> GpuEnergies(const EmoRecords& r, const std::vector<emo_fo
         g.energy_j = g.energy_per_iteration_j = g.busy_power_w = -1;  // the reads do not cover the window
       }
     }
+    if (best_n > 0) g.clock = ClockOver(r, d, g.window_start, g.window_end);
+    if (traced.second > traced.first) g.traced_clock = ClockOver(r, d, traced.first, traced.second);
     out.push_back(g);
   }
   return out;
@@ -334,7 +360,14 @@ RunMeasurement MeasureRun(const EmoRecords& r) {
   m.untraced_step_p10_ns = Quantile(untraced, 0.1);
   m.untraced_step_p90_ns = Quantile(untraced, 0.9);
 
-  m.gpus = GpuEnergies(r, its, usable);
+  std::pair<TimeNs, TimeNs> traced_span{0, 0};
+  for (const auto& it : its) {
+    if (!in_last_window(it)) continue;
+    const bool first_one = traced_span.second <= traced_span.first;
+    traced_span = {first_one ? it.start_ns : std::min(traced_span.first, it.start_ns),
+                   first_one ? it.end_ns : std::max(traced_span.second, it.end_ns)};
+  }
+  m.gpus = GpuEnergies(r, its, usable, traced_span);
 
   // `emo run`: the same measures before the plan took over and while it held (meta
   // run.plan_started_ns, run.plan_stopped_ns on the trace's clock).
@@ -346,8 +379,12 @@ RunMeasurement MeasureRun(const EmoRecords& r) {
       before[i] = usable[i] && its[i].end_ns <= started;
       under[i] = usable[i] && its[i].start_ns >= started && (stopped < 0 || its[i].end_ns <= stopped);
     }
-    m.plan = RunMeasurement::PlanSplit{StepOf(its, before), StepOf(its, under), GpuEnergies(r, its, before), GpuEnergies(r, its, under),
-                       started, stopped};
+    m.plan = RunMeasurement::PlanSplit{StepOf(its, before),
+                                       StepOf(its, under),
+                                       GpuEnergies(r, its, before, traced_span),
+                                       GpuEnergies(r, its, under, traced_span),
+                                       started,
+                                       stopped};
     // "from:to,from:to" (to -1: open to the end).
     std::vector<std::pair<int64_t, int64_t>> spans;
     for (const auto& f : MetaLists(r.meta, "run.plan_spans_ns")) {

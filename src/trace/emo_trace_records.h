@@ -30,6 +30,7 @@ struct EmoRecords {
   std::vector<emo_format::PowerRecord> power;
   std::vector<emo_format::DroppedRecord> dropped;
   std::vector<emo_format::GpuRecord> gpus;
+  std::vector<emo_format::ClockRecord> clocks;
   uint64_t total_records = 0;
   uint64_t skipped = 0;    // unknown record types, sizes past the payload, time spans past 64 bits
   bool complete = false;   // the end chunk was read

@@ -12,6 +12,7 @@
 #include <nlohmann/json.hpp>
 
 #include "emo/analysis/analyze.h"
+#include "emo/report/run_report.h"
 #include "emo/trace/reader.h"
 #include "emo_trace_test_writer.h"
 
@@ -34,8 +35,10 @@ bool Traced(uint64_t i) { return i == kTraced[0] || i == kTraced[1]; }
 // `anchor_shift` > 0: from iteration 9 on the tracer followed an anchor call, whose
 // iterations start that much later in the loop (a stretch of time between iterations 8 and 9
 // belongs to none).
+// `clocks`: NVML SM clock reads to add (ClockRecord).
 std::string TwoStreamLoop(bool compress = false, bool end = true, bool pretrace = false, int64_t anchor_shift = 0,
-                          const std::map<std::string, std::string>& end_meta = {}) {
+                          const std::map<std::string, std::string>& end_meta = {},
+                          const std::vector<ef::ClockRecord>& clocks = {}) {
   EmoTraceWriter w;
   w.Meta({{"format", "emo-trace"}, {"host", "h200-box"}, {"pid", "4242"}, {"rank", "3"}, {"world_size", "8"},
           {"config.mode", "trace"}, {"iteration.source", "launch_period"}, {"clock.cupti_ns", "1000"},
@@ -49,6 +52,7 @@ std::string TwoStreamLoop(bool compress = false, bool end = true, bool pretrace 
     const int64_t steps = (t - (kT0 - 100 * kMs)) / (100 * kMs);
     w.Add(ef::RecordType::kEnergy, ef::EnergyRecord{t, static_cast<uint64_t>(1'000'000 + steps * 10'000), 0, 3000});
   }
+  for (const auto& c : clocks) w.Add(ef::RecordType::kClock, c);
   w.Flush(compress);
   const uint32_t launch = w.Str("cudaLaunchKernel_v7000"), record = w.Str("cudaEventRecord_v3020"),
                  wait = w.Str("cudaStreamWaitEvent_v3020"), gemm = w.Str("gemm_kernel"), add = w.Str("add_kernel");
@@ -173,6 +177,55 @@ TEST(EmoTraceReaderTest, UntracedStepTimeAndEnergyComeFromOutsideTheWindow) {
   EXPECT_NEAR(g.uncertainty_per_iteration_j, 2 * 100.0 * 0.1 / 6, 1e-9);
   EXPECT_NEAR(g.idle_power_w, 50.0, 1e-9);
   std::filesystem::remove(path);
+}
+
+// NVML's SM clock reads give each GPU the clock its traced iterations ran at and the clock of
+// the energy window, with the share of reads the power limit held; another GPU's reads, reads
+// outside both windows and zero clocks count for neither.
+TEST(EmoTraceReaderTest, TheSmClockIsSummedOverTheTracedIterationsAndTheEnergyWindow) {
+  std::vector<ef::ClockRecord> clocks;
+  for (int64_t t = kT0 - 100 * kMs; t <= kT0 + 15 * kIteration; t += 50 * kMs) {
+    const bool traced = t >= kT0 + kTraced[0] * kIteration && t <= kT0 + (kTraced[1] + 1) * kIteration;
+    // Traced: 1500 MHz, the software power cap holding it on every other read, one read
+    // without reasons. Elsewhere 1980 MHz, no reason, and 1830 MHz on three reads.
+    const int64_t k = (t - kT0) / (50 * kMs);
+    const uint64_t reasons = !traced ? 0 : k == 12 ? ef::kNone : k % 2 == 0 ? ef::kClockReasonSwPowerCap | 0x1 : 0x1;
+    const uint32_t mhz = traced ? 1500 : (k == 20 || k == 21 || k == 22) ? 1830 : 1980;
+    clocks.push_back({t, reasons, 0, mhz});
+    clocks.push_back({t + 1, ef::kClockReasonHwPowerBrake, 1, 900});  // GPU 1: not this trace's
+  }
+  clocks.push_back({kT0 + 10 * kIteration + 1, 0, 0, 0});  // a failed read
+  const auto path = WriteTemp("clocks.emotrace", TwoStreamLoop(false, true, false, 0, {}, clocks));
+  auto t = trace::ReadTrace(path);
+  ASSERT_TRUE(t.ok()) << t.status().message();
+  ASSERT_EQ(t->meta.run->gpus.size(), 1u);  // GPU 1's reads alone do not make it one of the trace's
+  const auto& g = t->meta.run->gpus[0];
+  // Traced: iterations 5 and 6, reads at 500, 550, ..., 700 ms: five, one without reasons.
+  EXPECT_EQ(g.traced_clock.samples, 5);
+  EXPECT_EQ(g.traced_clock.median_mhz, 1500);
+  EXPECT_EQ(g.traced_clock.min_mhz, 1500);
+  EXPECT_NEAR(g.traced_clock.power_capped_share, 2.0 / 4.0, 1e-12);  // reads 10 and 14 of 10, 11, 13, 14
+  // The energy window: iterations 8..13, reads at 800, 850, ..., 1400 ms: thirteen.
+  EXPECT_EQ(g.clock.samples, 13);
+  EXPECT_EQ(g.clock.median_mhz, 1980);
+  EXPECT_EQ(g.clock.min_mhz, 1830);
+  EXPECT_EQ(g.clock.max_mhz, 1980);
+  EXPECT_EQ(g.clock.power_capped_share, 0.0);
+  // The run report says both.
+  const auto text = report::RunText(path, *t);
+  EXPECT_NE(text.find("GPU 0 SM clock   1500 MHz traced (median of 5 reads, 1500-1500), the power limit holding it 50 %"),
+            std::string::npos)
+      << text;
+  EXPECT_NE(text.find("1980 MHz untraced (median of 13 reads, 1830-1980)"), std::string::npos) << text;
+  std::filesystem::remove(path);
+
+  // Without clock reads (traces written before the clock record) both are unknown.
+  const auto old_path = WriteTemp("no_clocks.emotrace", TwoStreamLoop());
+  auto old_trace = trace::ReadTrace(old_path);
+  ASSERT_TRUE(old_trace.ok()) << old_trace.status().message();
+  EXPECT_FALSE(old_trace->meta.run->gpus[0].clock.Known());
+  EXPECT_FALSE(old_trace->meta.run->gpus[0].traced_clock.Known());
+  std::filesystem::remove(old_path);
 }
 
 // Anchored iterations (the tracer's launch callbacks off) count like launch-period ones, and

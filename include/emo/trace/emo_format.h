@@ -82,6 +82,7 @@ enum class RecordType : uint16_t {
   kPower = 11,        // one NVML power sample
   kDropped = 12,      // records CUPTI dropped (a data-loss diagnostic)
   kGpu = 13,          // a GPU the process used
+  kClock = 14,        // one read of a GPU's SM clock and why NVML says it is held
 };
 
 inline constexpr uint32_t kNoName = 0xffffffffu;
@@ -216,6 +217,18 @@ struct PowerRecord {
   int64_t time_ns;  // the sample's time, converted to the CUPTI clock
   uint32_t gpu;
   uint32_t power_mw;
+};
+
+// NVML's clocks-event reasons (nvmlDeviceGetCurrentClocksEventReasons, formerly
+// ...ThrottleReasons): the bits that say the power limit holds the SM clock down.
+inline constexpr uint64_t kClockReasonSwPowerCap = 0x4;
+inline constexpr uint64_t kClockReasonHwPowerBrake = 0x80;
+
+struct ClockRecord {
+  int64_t time_ns;   // host time of the read
+  uint64_t reasons;  // clocks-event reasons bitmask, kNone when NVML gives none
+  uint32_t gpu;      // CUDA device ordinal in this process
+  uint32_t sm_mhz;   // nvmlDeviceGetClockInfo(NVML_CLOCK_SM)
 };
 
 struct DroppedRecord {

@@ -161,6 +161,19 @@ struct CollectiveInfo {
   int64_t dst_rank = -1;
 };
 
+// A GPU's SM clock over a window, from NVML reads every ~50 ms (EMO traces only).
+struct ClockStats {
+  int64_t samples = 0;
+  double median_mhz = -1;  // -1: no read in the window
+  double min_mhz = -1;
+  double max_mhz = -1;
+  // Share of the reads whose clocks-event reasons say the power limit held the clock (software
+  // power cap or hardware power brake); -1 when NVML gave no reasons.
+  double power_capped_share = -1;
+
+  bool Known() const { return samples > 0; }
+};
+
 // What `emo trace` / `emo monitor` measured around the traced window (EMO traces only): host
 // time per iteration with and without tracing, and each GPU's energy from its NVML counter.
 struct GpuEnergy {
@@ -178,6 +191,8 @@ struct GpuEnergy {
   double idle_power_w = -1;      // power samples before the first iteration, -1 when none
   int64_t counter_reads = 0;
   int64_t power_samples = 0;
+  ClockStats clock;         // over the energy window
+  ClockStats traced_clock;  // over the traced iterations (the clock the trace's durations ran at)
 
   // The counter reads cover the energy window.
   bool HasEnergy() const { return iterations > 0 && energy_j >= 0; }
