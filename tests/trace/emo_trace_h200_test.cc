@@ -18,9 +18,12 @@ struct Case {
   int traced;       // iterations traced (--iterations)
   bool streams;     // several streams with event waits and a CUDA graph
   int untraced = 100;  // fewer untraced iterations than this would say the window was lost
+  bool clocks = false;  // recorded with NVML SM clock reads (ClockRecord)
 };
 
 class EmoTraceH200Test : public ::testing::TestWithParam<Case> {};
+
+double WindowSeconds(const trace::GpuEnergy& g) { return static_cast<double>(g.window_end - g.window_start) * 1e-9; }
 
 TEST_P(EmoTraceH200Test, ReadsAndAnalysesExactly) {
   const Case& c = GetParam();
@@ -38,6 +41,11 @@ TEST_P(EmoTraceH200Test, ReadsAndAnalysesExactly) {
   EXPECT_EQ(run.gpus[0].name, "NVIDIA H200");
   const auto& g = run.gpus[0];
   EXPECT_GT(g.energy_per_iteration_j, 0.0);
+  EXPECT_EQ(g.traced_clock.Known(), c.clocks);
+  EXPECT_EQ(g.clock.Known(), c.clocks);
+  if (c.clocks) {
+    EXPECT_GT(g.clock.samples, static_cast<int64_t>(WindowSeconds(g) / 0.06));  // a read every ~50 ms
+  }
   // The counter updates every ~100 ms; each end of the window is known to within one update,
   // so the relative uncertainty is two counter periods over the window (a 0.4 s window, as the
   // streams program's, knows little; the training loops' 2 s windows about 10 %).
@@ -83,7 +91,10 @@ INSTANTIATE_TEST_SUITE_P(Recorded, EmoTraceH200Test,
                                            Case{"examples/streams_graph_h200.emotrace", 4, true},
                                            // two ranks of a torchrun DDP job (120 steps each)
                                            Case{"data/h200_emo/ddp_train_rank0.emotrace", 5, false, 80},
-                                           Case{"data/h200_emo/ddp_train_rank1.emotrace", 5, false, 80}),
+                                           Case{"data/h200_emo/ddp_train_rank1.emotrace", 5, false, 80},
+                                           // GEMM loops with the SM clock read (bench/gpu/clock_record.sh)
+                                           Case{"data/h200_emo/gemm_bf16_8192.emotrace", 5, false, 100, true},
+                                           Case{"data/h200_emo/gemm_fp32_4096.emotrace", 5, false, 100, true}),
                          [](const auto& p) {
                            std::string n = p.param.file;
                            n = n.substr(n.rfind('/') + 1);
