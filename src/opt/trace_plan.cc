@@ -319,6 +319,63 @@ MegaHertz ThrottledClock(const analysis::TraceAnalysis& a, const model::DeviceMo
   return device.clocks[lo];
 }
 
+// The clock the trace's durations ran at as the trace itself recorded it: the median SM clock
+// NVML reported over the traced iterations of an EMO trace (median over its GPUs), snapped to
+// the nearest table clock at or below the default. nullopt when the trace has no clock reads,
+// or when they show a clock below the default that the power limit did not hold (a locked
+// clock, a thermal slowdown): the plan's "held, so higher clocks do nothing" reading would be
+// wrong there, and the model's test stands.
+std::optional<MegaHertz> RecordedClock(const trace::Trace& t, const model::DeviceModel& device) {
+  if (!t.meta.run || device.clocks.empty()) return std::nullopt;
+  std::vector<double> mhz;
+  bool not_the_limit = false;
+  for (const auto& g : t.meta.run->gpus) {
+    if (!g.traced_clock.Known()) continue;
+    mhz.push_back(g.traced_clock.median_mhz);
+    not_the_limit |= g.traced_clock.power_capped_share >= 0 && g.traced_clock.power_capped_share < 0.5;
+  }
+  if (mhz.empty()) return std::nullopt;
+  std::sort(mhz.begin(), mhz.end());
+  const double median = mhz[mhz.size() / 2];
+  MegaHertz snapped = device.clocks.front();
+  for (const MegaHertz f : device.clocks) {
+    if (f > device.default_clock) break;
+    if (std::abs(f.value() - median) < std::abs(snapped.value() - median)) snapped = f;
+  }
+  if (snapped < device.default_clock && not_the_limit) return std::nullopt;
+  return snapped;
+}
+
+// A recorded clock is also a measure of power: a GPU the power limit held ran at the cap power,
+// and one at the default clock drew at most that. The factor on the device's activity that makes
+// the model's average power of the steady iteration at `recorded` (the trace's durations) agree:
+// the cap power when held, at most it at the default clock; 1 when the model already agrees.
+// Found by bisection on a log scale (power grows with the factor, up to where the model caps it).
+double TracePowerScale(const analysis::TraceAnalysis& a, const model::DeviceModel& device,
+                       const std::vector<packing::Pack>& packs, MegaHertz recorded) {
+  auto power_at = [&](double scale) {
+    model::DeviceModel scaled = device;
+    scaled.activity_scale *= scale;
+    const Basis b(a, scaled, recorded);
+    const auto models = BuildModels(b, packs);
+    Evaluator ev(b, packs, models);
+    std::vector<size_t> base(packs.size());
+    for (size_t p = 0; p < packs.size(); ++p) base[p] = models[p].default_index;
+    return AveragePower(ev.Evaluate(base));
+  };
+  const double cap = device.cap_power.value();
+  const bool held = recorded < device.default_clock;
+  const double at_one = power_at(1.0);
+  if (held ? std::abs(at_one - cap) <= 1e-3 * cap : at_one <= cap) return 1.0;
+  double lo = at_one < cap ? 1.0 : 1.0 / 64, hi = at_one < cap ? 64.0 : 1.0;
+  if (power_at(hi) < cap) return hi;  // the model cannot reach the cap: as near as it gets
+  for (int i = 0; i < 40 && hi / lo > 1.0 + 1e-4; ++i) {
+    const double mid = std::sqrt(lo * hi);
+    (power_at(mid) < cap ? lo : hi) = mid;
+  }
+  return std::sqrt(lo * hi);
+}
+
 // The pack graph: per device a chain of its packs in time order. A pack's options are its
 // Pareto-optimal clocks (models[p].front, fastest first); at clock f it lasts its default
 // window plus the stretch the kernel graph shows when that pack alone runs at f (one replay
@@ -694,8 +751,18 @@ Result<TracePlan> PlanTrace(const analysis::TraceAnalysis& a, const model::Devic
     return InvalidArgument(fmt::format("{}: the steady iteration has no GPU ops to plan", a.trace->meta.source_path));
   }
   // The clock the trace's durations ran at, then the baselines every plan is compared with.
-  plan.throttle_clock = ThrottledClock(a, device, windows);
-  const Basis basis(a, device, plan.throttle_clock, options);
+  // An EMO trace that read the SM clock says it, and with it the power it ran at; the device's
+  // activity is scaled to agree for this trace (TracePowerScale).
+  model::DeviceModel traced_device = device;
+  if (const auto recorded = RecordedClock(*a.trace, device)) {
+    plan.throttle_clock = *recorded;
+    plan.throttle_clock_source = "trace";
+    plan.trace_power_scale = TracePowerScale(a, device, windows, *recorded);
+    traced_device.activity_scale *= plan.trace_power_scale;
+  } else {
+    plan.throttle_clock = ThrottledClock(a, device, windows);
+  }
+  const Basis basis(a, traced_device, plan.throttle_clock, options);
   plan.joint = !options.joint_durations.empty();
   auto window_models = BuildModels(basis, windows);
   const size_t static_index = ScoreDefaults(basis, windows, window_models, options, plan);

@@ -35,7 +35,7 @@ const model::ClockOption& OptionAt(const std::vector<model::ClockOption>& option
 json EnergyByClass(const opt::PlannedTrace& pt, const packing::PackingInput& input,
                    const std::unordered_map<graph::NodeId, size_t>& pack_of) {
   const auto& plan = pt.plan;
-  const auto& device = *pt.device;
+  const model::DeviceModel device = plan.PlannedDevice(*pt.device);
   // Per pack and class, the busy seconds of its ops (as measured on the plan's timeline), each
   // with its kind's clock-bound share (the input's clock_class is the op's share kind).
   std::vector<std::array<model::ClassTimes, model::kNumKernelClasses>> busy(plan.packs.size());

@@ -2,6 +2,9 @@
 
 #include <fmt/format.h>
 
+#include <optional>
+#include <utility>
+
 #include "emo/base/text.h"
 
 namespace emo::report {
@@ -47,7 +50,21 @@ std::vector<std::string> Warnings(const opt::PlannedTrace& pt) {
       w.push_back(fmt::format("trace problem {} x{}: {}", row.name, row.count, row.description));
     }
   }
-  if (plan.power_capped(*pt.device)) {
+  if (plan.throttle_clock_source == "trace") {
+    if (plan.power_capped(*pt.device)) {
+      w.push_back(fmt::format(
+          "power-capped: the trace recorded the SM clock at {:.0f} MHz over its traced iterations (NVML), held by the "
+          "power limit; energies are computed there, with the device's activity scaled by {:.3f} so that the model's "
+          "power there is the {:.0f} W cap, and clocks above it save nothing",
+          plan.throttle_clock.value(), plan.trace_power_scale, pt.device->cap_power.value()));
+    } else if (plan.trace_power_scale < 1.0) {
+      w.push_back(fmt::format(
+          "the trace recorded the default clock over its traced iterations (NVML), so its power was at most the {:.0f} "
+          "W the power limiter holds, where the model put it higher: energies are computed with the device's activity "
+          "scaled by {:.3f}",
+          pt.device->cap_power.value(), plan.trace_power_scale));
+    }
+  } else if (plan.power_capped(*pt.device)) {
     w.push_back(fmt::format(
         "power-capped: at the default clock the model puts the iteration at {:.0f} W, above the {:.0f} W the power "
         "limiter holds ({:.0f} W limit), so the GPU ran throttled near {:.0f} MHz; energies are computed there, and "
@@ -56,6 +73,20 @@ std::vector<std::string> Warnings(const opt::PlannedTrace& pt) {
         plan.throttle_clock.value()));
   }
   return w;
+}
+
+// The energy per iteration NVML measured over an EMO trace's untraced iterations, summed over
+// its GPUs, and its uncertainty; nullopt for other traces or a window too short to measure.
+std::optional<std::pair<double, double>> MeasuredEnergy(const analysis::TraceAnalysis& a) {
+  if (!a.trace->meta.run) return std::nullopt;
+  double energy = 0, uncertainty = 0;
+  for (const auto& g : a.trace->meta.run->gpus) {
+    if (!g.Measurable()) return std::nullopt;
+    energy += g.energy_per_iteration_j;
+    uncertainty += g.uncertainty_per_iteration_j;
+  }
+  if (energy <= 0) return std::nullopt;
+  return std::make_pair(energy, uncertainty);
 }
 
 }  // namespace
@@ -75,6 +106,14 @@ json PlanToJson(const opt::PlannedTrace& pt) {
   j["timeline_range_us"] = {NsToUs(a.corrected() ? a.corrected_lo_ns : a.timeline_ns()),
                             NsToUs(a.corrected() ? a.corrected_hi_ns : a.timeline_ns())};
   j["baseline"] = {{"time_us", NsToUs(b.time_ns)}, {"energy_j", b.energy_j}};
+  if (const auto m = MeasuredEnergy(a)) {
+    j["baseline"]["measured"] = {
+        {"energy_j", m->first},
+        {"uncertainty_j", m->second},
+        {"model_error_pct", 100.0 * (b.energy_j / m->first - 1.0)},
+        {"note", "measured by NVML's energy counter over the same run's untraced iterations; energy_j above, and "
+                 "every saving, is the device model's prediction"}};
+  }
   j["plan"] = PointJson(b, plan.plan);
   const auto saving = opt::SavingRangePct(plan);
   const auto slowdown = opt::SlowdownRangePct(plan);
@@ -138,6 +177,8 @@ json PlanToJson(const opt::PlannedTrace& pt) {
                 {"default_demand_w", plan.default_demand_w},
                 {"capped", plan.power_capped(d)},
                 {"throttle_clock_mhz", plan.throttle_clock.value()},
+                {"throttle_clock_from", plan.throttle_clock_source},
+                {"trace_power_scale", plan.trace_power_scale},
                 {"baseline_avg_w", b.time_ns > 0 ? b.energy_j / NsToS(b.time_ns) : 0.0},
                 {"plan_avg_w", plan.plan.time_ns > 0 ? plan.plan.energy_j / NsToS(plan.plan.time_ns) : 0.0}};
   j["warnings"] = Warnings(pt);
@@ -160,6 +201,11 @@ std::string PlanText(const opt::PlannedTrace& pt) {
                      plan.power_capped(*pt.device)
                          ? fmt::format("   (power-capped: runs near {:.0f} MHz)", plan.throttle_clock.value())
                          : "");
+  if (const auto m = MeasuredEnergy(a)) {
+    out += fmt::format("  {:<22} {:>12} {:>12.3f} {:>9}   (NVML, the run's untraced iterations, +- {:.3f} J; the model "
+                       "above is {:+.1f} %)\n",
+                       "measured at default", "", m->first, "-", m->second, 100.0 * (b.energy_j / m->first - 1.0));
+  }
   row(fmt::format("static {:.0f} MHz", plan.static_best_clock.value()), plan.static_best, "");
   if (plan.pass_level_phases > 0) {
     row(fmt::format("pass-level ({})", Plural(plan.pass_level_phases, "phase")), plan.pass_level, "");

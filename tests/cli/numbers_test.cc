@@ -121,6 +121,29 @@ TEST(NumbersTest, CalibrateTakesAnEmoTracesOwnMeasurement) {
   EXPECT_NE(refused.out.find("not an EMO trace"), std::string::npos) << refused.out;
 }
 
+// `emo optimize` on an EMO trace shows the energy NVML measured over the same run beside the
+// model's baseline, with the model's error, and the clock the trace recorded; a Kineto trace has
+// no measurement to show.
+TEST(NumbersTest, OptimizeShowsAnEmoTracesMeasuredEnergyBesideTheModels) {
+  const std::string gemm = EMO_SOURCE_DIR "/data/h200_emo/gemm_bf16_8192.emotrace";
+  const auto j = EmoJson("optimize " + gemm + " --device h200", "optimize_measured");
+  const auto analysis = EmoJson("analyze " + gemm, "optimize_measured_analyze");
+  const double measured = analysis["measured_energy"]["gpus"][0]["energy_per_iteration_j"].get<double>();
+  ASSERT_TRUE(j["baseline"].contains("measured")) << j["baseline"].dump(1);
+  const auto& m = j["baseline"]["measured"];
+  EXPECT_DOUBLE_EQ(m["energy_j"].get<double>(), measured);
+  EXPECT_GT(m["uncertainty_j"].get<double>(), 0.0);
+  EXPECT_NEAR(m["model_error_pct"].get<double>(), 100.0 * (j["baseline"]["energy_j"].get<double>() / measured - 1.0), 1e-9);
+  EXPECT_EQ(j["power"]["throttle_clock_from"], "trace");
+  const EmoRun text = Emo("optimize " + gemm + " --device h200");
+  EXPECT_EQ(text.exit_code, 0) << text.out;
+  EXPECT_NE(text.out.find("measured at default"), std::string::npos) << text.out;
+
+  const auto kineto = EmoJson("optimize " + kGpt + " --device h200", "optimize_measured_kineto");
+  EXPECT_FALSE(kineto["baseline"].contains("measured"));
+  EXPECT_EQ(kineto["power"]["throttle_clock_from"], "model");
+}
+
 // Multi-trace runs: every trace's plan goes into the one policy, and every frontier into the CSV.
 TEST(NumbersTest, SeveralTracesWriteEveryPlanAndFrontier) {
   const auto policy = TempPath("several_policy.json"), frontier = TempPath("several_frontier.csv");

@@ -175,6 +175,99 @@ TEST(TracePlanTest, SwitchLatencyCostsOnlyPlansThatSwitch) {
   }
 }
 
+// An EMO trace that read the SM clock over its traced iterations says the clock its durations
+// ran at, and the power: held by the power limit, the plan computes energies there with the
+// model's power at the cap; at the default clock, with the model's power at most the cap; a low
+// clock the limit did not hold (locked, thermal), or no reads, leave the model's cap test.
+TEST(TracePlanTest, TheClockATraceRecordedIsTheClockItsDurationsRanAt) {
+  auto device = model::FindDevice("h200", EMO_SOURCE_DIR "/devices");
+  ASSERT_TRUE(device.ok()) << device.status().ToString();
+  auto a = analysis::AnalyzeTrace(std::string(EMO_SOURCE_DIR) + "/examples/streams_graph_h200.emotrace", {});
+  ASSERT_TRUE(a.ok()) << a.status().ToString();
+  ASSERT_TRUE(a->trace->meta.run.has_value());
+  ASSERT_FALSE(a->trace->meta.run->gpus.empty());
+  auto& clock = a->trace->meta.run->gpus[0].traced_clock;
+  ASSERT_FALSE(clock.Known());  // recorded before the clock record existed
+  auto plan_with = [&](double median_mhz, double capped_share, const model::DeviceModel& d) {
+    clock.samples = median_mhz > 0 ? 20 : 0;
+    clock.median_mhz = clock.min_mhz = clock.max_mhz = median_mhz;
+    clock.power_capped_share = capped_share;
+    auto p = PlanTrace(*a, d, {});
+    EXPECT_TRUE(p.ok()) << p.status().ToString();
+    return std::move(p).value();
+  };
+  auto average_w = [](const PlanPoint& p) { return p.energy_j / (static_cast<double>(p.time_ns) * 1e-9); };
+  const TracePlan by_model = plan_with(-1, -1, *device);
+  EXPECT_EQ(by_model.throttle_clock_source, "model");
+  ASSERT_FALSE(by_model.power_capped(*device));  // a light program: the model does not cap it
+  const double cap = device->cap_power.value();
+  ASSERT_LT(average_w(by_model.baseline), 0.9 * cap);
+
+  const TracePlan held = plan_with(1507, 0.9, *device);  // snapped to the table's 1500 MHz
+  EXPECT_EQ(held.throttle_clock_source, "trace");
+  EXPECT_EQ(held.throttle_clock.value(), 1500.0);
+  EXPECT_TRUE(held.power_capped(*device));
+  EXPECT_EQ(held.baseline.time_ns, by_model.baseline.time_ns);
+  EXPECT_GT(held.trace_power_scale, 1.0);
+  EXPECT_NEAR(average_w(held.baseline), cap, 0.002 * cap);  // the limiter held it at the cap
+  for (const auto& pack : held.packs) EXPECT_LE(pack.clock.value(), 1500.0);
+
+  const TracePlan unknown_reasons = plan_with(1507, -1, *device);  // NVML gave no reasons: the clock stands
+  EXPECT_EQ(unknown_reasons.throttle_clock_source, "trace");
+  EXPECT_EQ(unknown_reasons.throttle_clock.value(), 1500.0);
+
+  const TracePlan locked = plan_with(1507, 0.0, *device);
+  EXPECT_EQ(locked.throttle_clock_source, "model");
+  EXPECT_EQ(locked.throttle_clock, device->default_clock);
+  EXPECT_EQ(locked.trace_power_scale, 1.0);
+
+  // At the default clock under the cap, the model is left as it is.
+  const TracePlan at_default = plan_with(1980, 0.0, *device);
+  EXPECT_EQ(at_default.throttle_clock_source, "trace");
+  EXPECT_EQ(at_default.throttle_clock, device->default_clock);
+  EXPECT_EQ(at_default.trace_power_scale, 1.0);
+  EXPECT_DOUBLE_EQ(at_default.baseline.energy_j, by_model.baseline.energy_j);
+
+  // A device whose cap the model's power is over: the model alone calls the trace capped, the
+  // recorded default clock says it drew at most the cap.
+  model::DeviceModel low_cap = *device;
+  low_cap.cap_power = Watts(0.6 * average_w(by_model.baseline));
+  EXPECT_TRUE(plan_with(-1, -1, low_cap).power_capped(low_cap));
+  const TracePlan clamped = plan_with(1980, 0.0, low_cap);
+  EXPECT_FALSE(clamped.power_capped(low_cap));
+  EXPECT_LT(clamped.trace_power_scale, 1.0);
+  EXPECT_NEAR(average_w(clamped.baseline), low_cap.cap_power.value(), 0.002 * low_cap.cap_power.value());
+}
+
+// Two loops traced by `emo trace` on the H200 with their SM clock reads (data/h200_emo): bf16
+// GEMMs the power limiter held near 1440 MHz and fp32 GEMMs at the default clock. The plan takes
+// each one's recorded clock, and its baseline energy per iteration comes within 3 % of the
+// energy NVML measured over the same run's untraced iterations (the shipped model alone put both
+// at 1665 MHz).
+TEST(TracePlanTest, OnTheH200TheRecordedClockIsTheOneThePlanUses) {
+  auto device = model::FindDevice("h200", EMO_SOURCE_DIR "/devices");
+  ASSERT_TRUE(device.ok()) << device.status().ToString();
+  struct Case {
+    const char* file;
+    double lo_mhz, hi_mhz;
+    bool capped;
+  };
+  for (const Case& c : {Case{"gemm_bf16_8192.emotrace", 1395, 1515, true}, Case{"gemm_fp32_4096.emotrace", 1980, 1980, false}}) {
+    SCOPED_TRACE(c.file);
+    auto a = analysis::AnalyzeTrace(std::string(EMO_SOURCE_DIR) + "/data/h200_emo/" + c.file, {});
+    ASSERT_TRUE(a.ok()) << a.status().ToString();
+    const auto& gpu = a->trace->meta.run->gpus.at(0);
+    ASSERT_TRUE(gpu.Measurable());
+    auto plan = PlanTrace(*a, *device, {});
+    ASSERT_TRUE(plan.ok()) << plan.status().ToString();
+    EXPECT_EQ(plan->throttle_clock_source, "trace");
+    EXPECT_GE(plan->throttle_clock.value(), c.lo_mhz);
+    EXPECT_LE(plan->throttle_clock.value(), c.hi_mhz);
+    EXPECT_EQ(plan->power_capped(*device), c.capped);
+    EXPECT_NEAR(plan->baseline.energy_j / gpu.energy_per_iteration_j, 1.0, 0.03);
+  }
+}
+
 }  // namespace
 }  // namespace emo::opt
 

@@ -126,6 +126,19 @@ struct TracePlan {
   // planned clock changes nothing.
   double default_demand_w = 0;
   MegaHertz throttle_clock{0.0};
+  // Where throttle_clock comes from: "model" (the cap test above) or "trace" (an EMO trace's
+  // NVML clock reads over its traced iterations, RecordedClock in trace_plan.cc).
+  std::string throttle_clock_source = "model";
+  // "trace" only: the factor on the device's activity_scale that puts the model's power of the
+  // steady iteration at the recorded clock at the cap power (the limiter held it) or at most
+  // there (the default clock held); every energy of the plan is computed with it.
+  double trace_power_scale = 1.0;
+  // The device model the plan's energies were computed with.
+  model::DeviceModel PlannedDevice(const model::DeviceModel& d) const {
+    model::DeviceModel out = d;
+    out.activity_scale *= trace_power_scale;
+    return out;
+  }
   bool power_capped(const model::DeviceModel& d) const { return throttle_clock < d.default_clock; }
   // The plan's clocks scored at the ends of the overhead correction's band (empty without one):
   // the baseline and the plan when the real timeline is at that end.
