@@ -355,5 +355,21 @@ TEST(OverheadModelTest, WithoutCollectivesOrForAJobTheStepOutOfReachStaysLowConf
   EXPECT_EQ(short_step.overhead.confidence, "low");
 }
 
+// A GPU-bound loop (900 us of kernels, 928 us per iteration at the least CPU time): a measured
+// step just under that is run-to-run noise, and the timeline keeps high confidence with a note
+// that says so; a step well under it stays low.
+TEST(OverheadModelTest, AStepWithinNoiseOfTheGpuWorkIsAGpuBoundLoop) {
+  const TraceAnalysis near = AnalyzeWithStep(WaitingRankTrace("ampere_bf16_gemm_2"), 920'000);
+  EXPECT_EQ(near.overhead.cpu_scale, kMinCpuScale);
+  EXPECT_EQ(near.overhead.confidence, "high");
+  EXPECT_NE(near.overhead.note.find("GPU-bound: the traced GPU work alone takes"), std::string::npos) << near.overhead.note;
+  EXPECT_GT(near.timeline_ns(), 920'000);
+  EXPECT_LE(near.timeline_ns(), 920'000 * 102 / 100);
+  const TraceAnalysis far = AnalyzeWithStep(WaitingRankTrace("ampere_bf16_gemm_2"), 850'000);
+  EXPECT_EQ(far.overhead.cpu_scale, kMinCpuScale);
+  EXPECT_EQ(far.overhead.confidence, "low");
+  EXPECT_NE(far.overhead.note.find("shorter than the traced GPU work allows"), std::string::npos) << far.overhead.note;
+}
+
 }  // namespace
 }  // namespace emo::analysis
