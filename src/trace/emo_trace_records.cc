@@ -58,6 +58,10 @@ bool EnergyAt(const std::vector<ef::EnergyRecord>& reads, TimeNs t, double* mj) 
 // allocator growth): never part of the untraced step time or the energy window.
 constexpr size_t kStartupIterations = 2;
 
+// The shortest span the clock of the traced iterations is read over (ClockRecords come ~50 ms
+// apart): four reads.
+constexpr TimeNs kMinClockWindowNs = 200'000'000;
+
 }  // namespace
 
 int64_t MetaInt(const std::map<std::string, std::string>& meta, const std::string& key, int64_t fallback) {
@@ -246,7 +250,13 @@ std::vector<GpuEnergy> GpuEnergies(const EmoRecords& r, const std::vector<emo_fo
       }
     }
     if (best_n > 0) g.clock = ClockOver(r, d, g.window_start, g.window_end);
-    if (traced.second > traced.first) g.traced_clock = ClockOver(r, d, traced.first, traced.second);
+    if (traced.second > traced.first) {
+      // A window of a few short iterations can fall between two reads (~50 ms apart): it is taken
+      // over at least kMinClockWindowNs around its middle, still well inside the ~1 s the power
+      // limiter averages over, so the GPU is in the same state.
+      const TimeNs widen = std::max<TimeNs>(0, kMinClockWindowNs - (traced.second - traced.first)) / 2;
+      g.traced_clock = ClockOver(r, d, traced.first - widen, traced.second + widen);
+    }
     out.push_back(g);
   }
   return out;

@@ -45,6 +45,8 @@ TEST_P(EmoTraceH200Test, ReadsAndAnalysesExactly) {
   EXPECT_EQ(g.clock.Known(), c.clocks);
   if (c.clocks) {
     EXPECT_GT(g.clock.samples, static_cast<int64_t>(WindowSeconds(g) / 0.06));  // a read every ~50 ms
+    // Five traced steps of 27 or 43 ms: read over at least 200 ms around them.
+    EXPECT_GE(g.traced_clock.samples, 3);
   }
   // The counter updates every ~100 ms; each end of the window is known to within one update,
   // so the relative uncertainty is two counter periods over the window (a 0.4 s window, as the
