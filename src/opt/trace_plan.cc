@@ -290,6 +290,18 @@ std::vector<PackModel> BuildModels(const Basis& b, const std::vector<packing::Pa
 // Power of a plan point (W).
 double AveragePower(const PlanPoint& p) { return p.time_ns > 0 ? p.energy_j / NsToS(p.time_ns) : 0.0; }
 
+// The model's average power of the steady iteration with every pack at the default clock, the
+// trace's durations taken as having run at `measured`.
+double BaselinePower(const analysis::TraceAnalysis& a, const model::DeviceModel& device,
+                     const std::vector<packing::Pack>& packs, MegaHertz measured) {
+  const Basis b(a, device, measured);
+  const auto models = BuildModels(b, packs);
+  Evaluator ev(b, packs, models);
+  std::vector<size_t> base(packs.size());
+  for (size_t p = 0; p < packs.size(); ++p) base[p] = models[p].default_index;
+  return AveragePower(ev.Evaluate(base));
+}
+
 // The clock the power limiter holds the steady iteration at. The trace's durations ran at it:
 // the default clock when the model's power of the iteration at the default clock stays within
 // the device's cap power, else the highest table clock whose modelled power, with the measured
@@ -298,14 +310,7 @@ double AveragePower(const PlanPoint& p) { return p.time_ns > 0 ? p.energy_j / Ns
 // iteration is cut into packs.
 MegaHertz ThrottledClock(const analysis::TraceAnalysis& a, const model::DeviceModel& device,
                          const std::vector<packing::Pack>& packs) {
-  auto power_at = [&](MegaHertz measured) {
-    const Basis b(a, device, measured);
-    const auto models = BuildModels(b, packs);
-    Evaluator ev(b, packs, models);
-    std::vector<size_t> base(packs.size());
-    for (size_t p = 0; p < packs.size(); ++p) base[p] = models[p].default_index;
-    return AveragePower(ev.Evaluate(base));
-  };
+  auto power_at = [&](MegaHertz measured) { return BaselinePower(a, device, packs, measured); };
   const double cap = device.cap_power.value();
   if (power_at(device.default_clock) <= cap) return device.default_clock;
   // Bisection over the table below the default clock: power falls with the clock.
@@ -356,12 +361,7 @@ double TracePowerScale(const analysis::TraceAnalysis& a, const model::DeviceMode
   auto power_at = [&](double scale) {
     model::DeviceModel scaled = device;
     scaled.activity_scale *= scale;
-    const Basis b(a, scaled, recorded);
-    const auto models = BuildModels(b, packs);
-    Evaluator ev(b, packs, models);
-    std::vector<size_t> base(packs.size());
-    for (size_t p = 0; p < packs.size(); ++p) base[p] = models[p].default_index;
-    return AveragePower(ev.Evaluate(base));
+    return BaselinePower(a, scaled, packs, recorded);
   };
   const double cap = device.cap_power.value();
   const bool held = recorded < device.default_clock;
@@ -569,15 +569,8 @@ TracePlan EmptyPlan(const model::DeviceModel& device, const TracePlanOptions& op
 size_t ScoreDefaults(const Basis& basis, const std::vector<packing::Pack>& packs, const std::vector<PackModel>& models,
                      const TracePlanOptions& options, TracePlan& plan) {
   const auto& device = basis.device;
-  {
-    // The model's power at the default clock before the limiter, for the report.
-    const Basis unthrottled(basis.a, device, device.default_clock);
-    const auto m = BuildModels(unthrottled, packs);
-    Evaluator e(unthrottled, packs, m);
-    std::vector<size_t> base(packs.size());
-    for (size_t p = 0; p < packs.size(); ++p) base[p] = m[p].default_index;
-    plan.default_demand_w = AveragePower(e.Evaluate(base));
-  }
+  // The model's power at the default clock before the limiter, for the report.
+  plan.default_demand_w = BaselinePower(basis.a, device, packs, device.default_clock);
   Evaluator ev(basis, packs, models);
   std::vector<size_t> base_choice(packs.size());
   for (size_t p = 0; p < packs.size(); ++p) base_choice[p] = models[p].default_index;
