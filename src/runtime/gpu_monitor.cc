@@ -80,7 +80,7 @@ bool GpuMonitor::LoadNvml(std::string* why) {
   Lookup(l, "nvmlDeviceGetUUID", &nvml_.uuid);
   Lookup(l, "nvmlDeviceGetIndex", &nvml_.index);
   Lookup(l, "nvmlDeviceGetClockInfo", &nvml_.clock_info);
-  // Renamed in CUDA 12.3's NVML; the old name stays for old drivers.
+  // The newer name first; older drivers have only the throttle-reasons one (the same function).
   if (!Lookup(l, "nvmlDeviceGetCurrentClocksEventReasons", &nvml_.clock_reasons)) {
     Lookup(l, "nvmlDeviceGetCurrentClocksThrottleReasons", &nvml_.clock_reasons);
   }
