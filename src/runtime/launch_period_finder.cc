@@ -10,6 +10,9 @@ constexpr uint32_t kTableLog2 = 18;                    // 2^18 k-gram slots (4 M
 constexpr size_t kMaxCandidates = 8;
 // Rotations of the old template tried when deciding whether a new lock is the same loop.
 constexpr int kMaxRotationTries = 64;
+// Distinct gaps a lock on probation keeps (the newest) to look for the tops of an outer loop
+// among; stray ones in between must not push the tops out.
+constexpr size_t kProbationOutliers = 64;
 
 // splitmix64's finalizer: spreads nearby pointers over all 64 bits before they enter the hash.
 uint64_t Mix(uint64_t x) {
@@ -158,9 +161,11 @@ bool LaunchPeriodFinder::TryLock(uint64_t pos, Candidate* c, std::vector<LaunchI
     if (c->multiple == 1) {
       c->fallback_top = g.top;
       c->have_fallback = true;
+      c->top_seen = StandoutPhase(pos, static_cast<uint32_t>(length));
     }
     if (g.clear) {
-      Lock(pos, static_cast<uint32_t>(length), g.top, verified_start, out);
+      // With one launch per repetition there is no other gap to be distinct from.
+      Lock(pos, static_cast<uint32_t>(length), g.top, verified_start, length == 1, out);
       return true;
     }
     if (!g.hint) break;
@@ -173,7 +178,8 @@ bool LaunchPeriodFinder::TryLock(uint64_t pos, Candidate* c, std::vector<LaunchI
   // The fallback top was found on an earlier launch; any position congruent to it is a top.
   const uint64_t newest = pos + 1 - p;
   const uint64_t top = newest + (c->fallback_top + p - newest % p) % p;
-  Lock(pos, p, top, verified_start, out);
+  // No gap decided: on probation unless one phase's gaps stand out all the same.
+  Lock(pos, p, top, verified_start, !c->top_seen, out);
   return true;
 }
 
@@ -221,7 +227,34 @@ LaunchPeriodFinder::GapOutcome LaunchPeriodFinder::Gaps(uint64_t pos, uint32_t l
   return outcome;
 }
 
-void LaunchPeriodFinder::Lock(uint64_t pos, uint32_t length, uint64_t top, uint64_t verified_start,
+int64_t LaunchPeriodFinder::MedianRepetitionGap(uint64_t pos, uint32_t length) const {
+  int64_t largest[3] = {0, 0, 0};
+  for (uint64_t r = 0; r < 3; ++r) {
+    for (uint64_t phase = 0; phase < length; ++phase) {
+      const uint64_t j = pos + 1 + phase - (3 - r) * uint64_t{length};
+      if (j <= pos && Have(j)) largest[r] = std::max(largest[r], Gap(j));
+    }
+  }
+  std::sort(std::begin(largest), std::end(largest));
+  return largest[1];
+}
+
+bool LaunchPeriodFinder::StandoutPhase(uint64_t pos, uint32_t length) {
+  if (length < 2) return false;
+  const uint64_t w0 = pos + 1 - 3 * uint64_t{length};
+  phase_median_.resize(length);
+  for (uint32_t phase = 0; phase < length; ++phase) {
+    int64_t g[3];
+    for (uint64_t r = 0; r < 3; ++r) g[r] = std::max<int64_t>(0, Gap(w0 + r * length + phase));
+    phase_median_[phase] = std::max(std::min(g[0], g[1]), std::min(std::max(g[0], g[1]), g[2]));
+  }
+  const int64_t top = *std::max_element(phase_median_.begin(), phase_median_.end());
+  auto middle = phase_median_.begin() + length / 2;
+  std::nth_element(phase_median_.begin(), middle, phase_median_.end());
+  return top > 0 && static_cast<double>(top) >= options_.distinct_gap_ratio * static_cast<double>(*middle);
+}
+
+void LaunchPeriodFinder::Lock(uint64_t pos, uint32_t length, uint64_t top, uint64_t verified_start, bool probation,
                               std::vector<LaunchIteration>* out) {
   std::vector<uint64_t> new_template(length);
   for (uint32_t j = 0; j < length; ++j) new_template[j] = Sig(top - length + j);
@@ -249,6 +282,9 @@ void LaunchPeriodFinder::Lock(uint64_t pos, uint32_t length, uint64_t top, uint6
   for (uint64_t j = top; j <= pos; ++j) {
     if (Sig(j) != template_[j - top]) ++iteration_mismatches_;
   }
+  probation_ = probation;
+  base_gap_ = probation ? MedianRepetitionGap(pos, length) : 0;
+  outliers_.clear();
 }
 
 void LaunchPeriodFinder::Track(uint64_t pos, std::vector<LaunchIteration>* out) {
@@ -266,6 +302,7 @@ void LaunchPeriodFinder::Track(uint64_t pos, std::vector<LaunchIteration>* out) 
   if (match) {
     consecutive_mismatches_ = 0;
     Publish(out);
+    if (probation_) Probation(pos, out);
     return;
   }
   ++consecutive_mismatches_;
@@ -280,6 +317,36 @@ void LaunchPeriodFinder::Track(uint64_t pos, std::vector<LaunchIteration>* out) 
     template_.clear();
     candidates_.clear();
     consecutive_mismatches_ = 0;
+  }
+}
+
+void LaunchPeriodFinder::Probation(uint64_t pos, std::vector<LaunchIteration>* out) {
+  const int64_t gap = Gap(pos);
+  if (gap <= 0 || static_cast<double>(gap) < options_.distinct_gap_ratio * static_cast<double>(base_gap_)) return;
+  // Candidates for an outer top: gaps distinct from the lock's own. A CPU-bound loop has
+  // stray ones too (a slow launch, the interpreter), so the tops are looked for among them.
+  if (outliers_.size() == kProbationOutliers) outliers_.erase(outliers_.begin());
+  outliers_.push_back(pos);
+  auto seen = [&](uint64_t position) { return std::binary_search(outliers_.begin(), outliers_.end(), position); };
+  const uint64_t phase = pos - iteration_start_;
+  // The smallest spacing, in whole periods, at which this gap's launch had candidates three
+  // times before, each the one distinct largest gap of its repetition (Gaps' test).
+  for (size_t i = outliers_.size() - 1; i-- > 0;) {
+    const uint64_t spacing = pos - outliers_[i];
+    if (spacing > options_.max_period || 3 * spacing + 1 > history_ || 3 * spacing > pos) break;
+    if (spacing % length_ != 0 || !seen(pos - 2 * spacing) || !seen(pos - 3 * spacing)) continue;
+    const GapOutcome g = Gaps(pos - 1, static_cast<uint32_t>(spacing));
+    if (!g.clear || g.top != pos - spacing) continue;
+    if (spacing == length_ && phase == 0) {
+      probation_ = false;  // every iteration starts after the distinct gap: the lock is right
+      return;
+    }
+    // The iteration in progress ends here, unfinished (it is no iteration of either loop); the
+    // first of the outer loop starts with this launch. A moved top keeps the loop's id (the
+    // template rotated); a longer loop gets a new one.
+    previous_template_ = template_;
+    Lock(pos, static_cast<uint32_t>(spacing), pos, pos, false, out);
+    return;
   }
 }
 

@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <random>
 #include <vector>
@@ -45,6 +46,13 @@ void ExpectContiguous(const std::vector<LaunchIteration>& its) {
     if (i + 1 < its.size() && its[i].first_launch + its[i].launches == its[i + 1].first_launch) {
       EXPECT_EQ(its[i].end_ns, its[i + 1].start_ns) << i;
     }
+  }
+}
+
+// Reported iterations never overlap, even across loops.
+void ExpectDisjoint(const std::vector<LaunchIteration>& its) {
+  for (size_t i = 1; i < its.size(); ++i) {
+    EXPECT_LE(its[i - 1].first_launch + its[i - 1].launches, its[i].first_launch) << i;
   }
 }
 
@@ -175,6 +183,146 @@ TEST(LaunchPeriodFinderTest, RepeatedHalvesWithATopEachMakeTwoIterations) {
     EXPECT_EQ(it.launches, 2u);
     EXPECT_EQ(it.first_launch % 2, 0u);
   }
+}
+
+TEST(LaunchPeriodFinderTest, IdenticalLaunchesAndAHostSyncPerStepMakeOneIterationPerStep) {
+  // N identical GEMMs and a read-back per step: the signatures repeat at every launch, only the
+  // host's wait says where a step starts. The first three GEMMs lock the period 1; the steps'
+  // gaps, four at equal spacing, re-lock it at N.
+  for (const uint32_t n : {5u, 16u, 37u}) {
+    SCOPED_TRACE(n);
+    Feeder f;
+    const std::vector<uint64_t> step(n, 42);
+    for (int rep = 0; rep < 12; ++rep) f.Loop(step);
+    EXPECT_TRUE(f.finder().locked());
+    EXPECT_EQ(f.finder().period(), n);
+    const auto& its = f.iterations();
+    ASSERT_FALSE(its.empty());
+    const uint64_t last_loop = its.back().loop;
+    uint64_t first_step = UINT64_MAX;
+    for (const LaunchIteration& it : its) {
+      if (it.loop != last_loop) continue;
+      EXPECT_EQ(it.launches, n);
+      EXPECT_EQ(it.first_launch % n, 0u);
+      first_step = std::min(first_step, it.first_launch);
+    }
+    // Four steps' tops are needed at equal spacing, and the period 1 may be taken only in the
+    // second step (three launches after a k-gram repeats): the steps are found by the sixth.
+    EXPECT_LE(first_step, 5u * n);
+    EXPECT_EQ(its.back().first_launch, 10u * n);
+    ExpectDisjoint(its);
+    ExpectContiguous(its);
+  }
+}
+
+TEST(LaunchPeriodFinderTest, ABlockRepeatedThroughTheWholeStepMakesOneIterationPerStep) {
+  // A step that is eight identical layers and nothing else, with jitter in every gap.
+  std::mt19937_64 rng(11);
+  std::uniform_int_distribution<int64_t> small(10 * kUs, 40 * kUs);
+  std::uniform_int_distribution<int64_t> large(4000 * kUs, 6000 * kUs);
+  Feeder f;
+  const std::vector<uint64_t> layer = {1, 2, 3};
+  for (int rep = 0; rep < 12; ++rep) {
+    for (int l = 0; l < 8; ++l) {
+      for (size_t i = 0; i < layer.size(); ++i) f.Launch(layer[i], l == 0 && i == 0 ? large(rng) : small(rng));
+    }
+  }
+  EXPECT_EQ(f.finder().period(), 24u);
+  ASSERT_FALSE(f.iterations().empty());
+  EXPECT_EQ(f.iterations().back().launches, 24u);
+  EXPECT_EQ(f.iterations().back().first_launch % 24, 0u);
+  ExpectDisjoint(f.iterations());
+}
+
+TEST(LaunchPeriodFinderTest, AStepOfManyIdenticalBlocksIsFoundThroughStrayGaps) {
+  // Launch-bound: a block of eight small kernels run 60 times per step, then a copy and a device
+  // sync (neither a launch). The block's gaps are alike (11-26 us), the interpreter adds a
+  // stray 30-60 us gap now and then, and the step's top waits about 150 us.
+  std::mt19937_64 rng(3);
+  std::uniform_int_distribution<int64_t> small(11 * kUs, 26 * kUs);
+  std::uniform_int_distribution<int64_t> top(130 * kUs, 170 * kUs);
+  std::uniform_int_distribution<int64_t> stray(30 * kUs, 60 * kUs);
+  std::bernoulli_distribution strays(0.01);
+  Feeder f;
+  // The tracer starts near a step's end: the first repetitions it can lock on hold a step's top.
+  for (int b = 0; b < 2; ++b) {
+    for (uint64_t k = 0; k < 8; ++k) f.Launch(10 + k, small(rng));
+  }
+  for (int rep = 0; rep < 12; ++rep) {
+    for (int b = 0; b < 60; ++b) {
+      for (uint64_t k = 0; k < 8; ++k) {
+        const int64_t gap = b == 0 && k == 0 ? top(rng) : strays(rng) ? stray(rng) : small(rng);
+        f.Launch(10 + k, gap);
+      }
+    }
+  }
+  EXPECT_EQ(f.finder().period(), 480u);
+  ASSERT_FALSE(f.iterations().empty());
+  EXPECT_EQ(f.iterations().back().launches, 480u);
+  EXPECT_EQ(f.iterations().back().first_launch % 480, 16u);
+  ExpectDisjoint(f.iterations());
+}
+
+TEST(LaunchPeriodFinderTest, ALongerWaitEveryTenStepsDoesNotMergeTheSteps) {
+  // A step with a distinct top (the data loader), and every tenth step a loss read back that
+  // waits for the GPU: the step stays the iteration.
+  Feeder f;
+  const std::vector<uint64_t> body = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10};
+  for (int rep = 0; rep < 60; ++rep) f.Loop(body, rep % 10 == 0 ? 40000 * kUs : 5000 * kUs);
+  EXPECT_EQ(f.finder().period(), 10u);
+  EXPECT_EQ(f.finder().loops(), 1u);
+  EXPECT_EQ(f.iterations().size(), 59u);
+}
+
+TEST(LaunchPeriodFinderTest, AnEpochsEndDoesNotMergeTheStepsOfADataLoader) {
+  // The host waits for the next batch before each step, 0.3 to 9 ms, and before the step's last
+  // launches (a loss read back) 0.2 to 7 ms, so neither wait is the largest in every step; every
+  // 32 steps the loader starts a new epoch and the wait is 200 ms. The step stays the iteration.
+  std::mt19937_64 rng(9);
+  std::uniform_int_distribution<int64_t> wait(300 * kUs, 9000 * kUs);
+  std::uniform_int_distribution<int64_t> read_back(200 * kUs, 7000 * kUs);
+  Feeder f;
+  const int64_t first[] = {200000 * kUs, 300 * kUs, 6000 * kUs, 1000 * kUs};  // uneven from the start
+  for (int rep = 0; rep < 200; ++rep) {
+    const int64_t top = rep < 4 ? first[rep] : rep % 32 == 0 ? 200000 * kUs : wait(rng);
+    for (uint64_t k = 0; k < 12; ++k) f.Launch(k + 1, k == 0 ? top : k == 10 ? read_back(rng) : 20 * kUs);
+  }
+  EXPECT_EQ(f.finder().period(), 12u);
+  EXPECT_EQ(f.finder().loops(), 1u);
+  EXPECT_GE(f.iterations().size(), 190u);
+}
+
+TEST(LaunchPeriodFinderTest, OneLaunchPerStepStaysOneIteration) {
+  // One kernel and a sync per step: the period 1 is the step, and its uneven gaps (no two
+  // steps alike) make no longer loop.
+  std::mt19937_64 rng(5);
+  std::uniform_int_distribution<int64_t> gap(3000 * kUs, 9000 * kUs);
+  Feeder f;
+  for (int i = 0; i < 400; ++i) f.Launch(7, gap(rng));
+  EXPECT_EQ(f.finder().period(), 1u);
+  EXPECT_EQ(f.finder().loops(), 1u);
+  EXPECT_GE(f.iterations().size(), 390u);
+}
+
+TEST(LaunchPeriodFinderTest, AGapThatAppearsLaterMovesTheLoopTopOfAnUndecidedLock) {
+  // No gap stands out while the lock is taken, so its phase is a guess; then the host starts
+  // to wait before the third launch of every repetition: the iterations start there, in the
+  // same loop, and none overlaps.
+  Feeder f;
+  const std::vector<uint64_t> body = {1, 2, 3, 4};
+  for (int rep = 0; rep < 5; ++rep) {
+    for (const uint64_t s : body) f.Launch(s, 20 * kUs);
+  }
+  ASSERT_TRUE(f.finder().locked());
+  for (int rep = 0; rep < 10; ++rep) {
+    for (size_t i = 0; i < body.size(); ++i) f.Launch(body[i], i == 2 ? 5000 * kUs : 20 * kUs);
+  }
+  EXPECT_EQ(f.finder().period(), 4u);
+  EXPECT_EQ(f.finder().loops(), 1u);
+  ASSERT_FALSE(f.iterations().empty());
+  EXPECT_EQ(f.iterations().back().first_launch % 4, 2u);
+  EXPECT_EQ(f.iterations().back().launches, 4u);
+  ExpectDisjoint(f.iterations());
 }
 
 TEST(LaunchPeriodFinderTest, NoPeriodInRandomLaunches) {

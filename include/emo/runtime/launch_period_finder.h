@@ -17,7 +17,20 @@
 //    the period (the data loader, a host sync). When that largest gap does not recur in every
 //    repetition of P but does in every repetition of a multiple m·P (gradient accumulation
 //    with identical micro-batches), the iteration is m·P; without a distinct gap the phase is
-//    where the summed gaps peak.
+//    where the summed gaps peak;
+//  - probation: a lock taken where the gaps were all alike may be the inside of a longer
+//    iteration whose first three repetitions fell within one step (16 identical GEMMs and a
+//    host sync per step lock the period 1 after three GEMMs). "Alike": a period of one launch
+//    (where "distinct" is vacuous), or one none of whose phases has a median gap over its three
+//    repetitions at least distinct_gap_ratio times the median phase's. While on probation, gaps
+//    that large against those the lock was taken on are candidates; one that recurs every m·P
+//    launches, four times, and is the one distinct largest gap of each of those repetitions
+//    (the loop-top test above) re-locks at m·P with its top there. The longer loop gets a new
+//    id; m = 1 moves the top of the same loop. A lock with a standout phase is not on
+//    probation, however much that gap varies (a data loader's wait) and even when one stray gap
+//    outdid it, so its rarer, longer gaps (an epoch's end, a periodic logging step) are no step
+//    of their own. A distinct gap inside a repeated block (each layer's own) still decides a
+//    lock on the block: such loops need NVTX ranges to be seen as steps.
 // Once locked, launches are compared with the locked period's template: a substituted launch
 // is tolerated, a run of mismatches (the loop changed, a launch was inserted) drops the lock
 // and the search starts again; an iteration ending in mismatches is held back until a launch
@@ -81,6 +94,7 @@ class LaunchPeriodFinder {
     uint32_t multiple;          // next m to try for the loop top
     uint64_t fallback_top = 0;  // absolute position of the loop top when no gap decides
     bool have_fallback = false;
+    bool top_seen = false;  // one phase's gaps stand out (StandoutPhase)
   };
   struct GapOutcome {
     bool clear = false;  // one distinct, consistent loop-top gap
@@ -99,8 +113,12 @@ class LaunchPeriodFinder {
   bool Nested(uint64_t pos, const Candidate& c) const;
   bool TryLock(uint64_t pos, Candidate* c, std::vector<LaunchIteration>* out);
   GapOutcome Gaps(uint64_t pos, uint32_t length);
-  void Lock(uint64_t pos, uint32_t length, uint64_t top, uint64_t verified_start, std::vector<LaunchIteration>* out);
+  bool StandoutPhase(uint64_t pos, uint32_t length);
+  void Lock(uint64_t pos, uint32_t length, uint64_t top, uint64_t verified_start, bool probation,
+            std::vector<LaunchIteration>* out);
+  int64_t MedianRepetitionGap(uint64_t pos, uint32_t length) const;
   void Track(uint64_t pos, std::vector<LaunchIteration>* out);
+  void Probation(uint64_t pos, std::vector<LaunchIteration>* out);
   LaunchIteration Make(uint64_t first, uint64_t next_first);
   void Publish(std::vector<LaunchIteration>* out);
 
@@ -123,6 +141,7 @@ class LaunchPeriodFinder {
 
   std::vector<Candidate> candidates_;
   std::vector<int64_t> gap_sum_;
+  std::vector<int64_t> phase_median_;
 
   bool locked_ = false;
   uint32_t length_ = 0;
@@ -137,6 +156,11 @@ class LaunchPeriodFinder {
   uint64_t loop_ = 0;
   uint64_t loop_index_ = 0;
   uint64_t lost_ = 0;
+
+  // Probation of an undecided lock (see the top of this file).
+  bool probation_ = false;
+  int64_t base_gap_ = 0;            // median over the lock's three repetitions of their largest gap
+  std::vector<uint64_t> outliers_;  // positions after gaps distinct from base_gap_, oldest first
 };
 
 }  // namespace emo::runtime
