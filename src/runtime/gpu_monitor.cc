@@ -7,7 +7,9 @@
 #include <chrono>
 #include <cstddef>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
+#include <string>
 
 namespace emo::runtime {
 namespace {
@@ -63,10 +65,13 @@ DecodedRecord Encode(fmt::RecordType type, const T& record) {
 }  // namespace
 
 bool GpuMonitor::LoadNvml(std::string* why) {
-  nvml_.library = dlopen("libnvidia-ml.so.1", RTLD_NOW | RTLD_LOCAL);
+  // $EMO_NVML_LIBRARY names another library, as for the actuator (NvmlLibrary): the tests' stand-in.
+  const char* env = std::getenv("EMO_NVML_LIBRARY");
+  const std::string path = env != nullptr && *env != '\0' ? env : "libnvidia-ml.so.1";
+  nvml_.library = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
   if (nvml_.library == nullptr) {
     const char* e = dlerror();
-    *why = std::string("libnvidia-ml.so.1 cannot be loaded: ") + (e != nullptr ? e : "unknown error");
+    *why = path + " cannot be loaded: " + (e != nullptr ? e : "unknown error");
     return false;
   }
   // The versioned symbols: the unversioned ones are older ABIs kept for old binaries.
@@ -85,9 +90,9 @@ bool GpuMonitor::LoadNvml(std::string* why) {
     Lookup(l, "nvmlDeviceGetCurrentClocksThrottleReasons", &nvml_.clock_reasons);
   }
   if (!ok) {
-    *why =
-        "libnvidia-ml.so.1 lacks a function EMO needs (nvmlInit_v2, nvmlDeviceGetHandleByPciBusId_v2, "
-        "nvmlDeviceGetTotalEnergyConsumption, nvmlDeviceGetPowerUsage or nvmlDeviceGetSamples)";
+    *why = path +
+           " lacks a function EMO needs (nvmlInit_v2, nvmlDeviceGetHandleByPciBusId_v2, "
+           "nvmlDeviceGetTotalEnergyConsumption, nvmlDeviceGetPowerUsage or nvmlDeviceGetSamples)";
     return false;
   }
   const int r = nvml_.init();
@@ -199,6 +204,9 @@ void GpuMonitor::Resolve(uint32_t ordinal) {
       d.energy = d.ring = d.power = true;
       d.clock = nvml_.clock_info != nullptr;
       d.reasons = nvml_.clock_reasons != nullptr;
+      // Whether the power ring works is known now, not a second later: a short program without
+      // it still gets GetPowerUsage's samples.
+      DrainSamples(&d);
     } else {
       std::fprintf(stderr, "emo trace: NVML does not know CUDA device %u (PCI %s): %s; no energy for it\n", ordinal,
                    id.pci_bus_id.c_str(), NvmlError(r));

@@ -6,8 +6,11 @@
 // $FAKE_NVML_NO_PERMISSION=1 makes lock and reset answer NVML_ERROR_NO_PERMISSION, as for a user
 // that is not root. $FAKE_NVML_POWER_W=P makes each GPU's energy counter
 // (nvmlDeviceGetTotalEnergyConsumption) read P watts times the seconds since its first read
-// (not supported when unset). Supported SM clocks: 345 to 1980 MHz in 15 MHz steps (an H200's grid) at the
-// one memory clock, 2619 MHz.
+// (not supported when unset), and nvmlDeviceGetPowerUsage read P watts. $FAKE_NVML_SM_MHZ is the SM
+// clock nvmlDeviceGetClockInfo reads (1980 when unset), $FAKE_NVML_REASONS the clocks-event reasons
+// bitmask (decimal; 0 when unset). nvmlDeviceGetSamples is not supported (the tracer falls back
+// to nvmlDeviceGetPowerUsage). Supported SM clocks: 345 to 1980 MHz in 15 MHz steps (an H200's
+// grid) at the one memory clock, 2619 MHz.
 #include <fcntl.h>
 #include <sys/file.h>
 #include <time.h>
@@ -199,7 +202,36 @@ int nvmlDeviceGetIndex(void* handle, unsigned* index) {
 
 int nvmlDeviceGetClockInfo(void* handle, int type, unsigned* mhz) {
   if (Of(handle) == nullptr) return kInvalidArgument;
-  *mhz = type == 2 ? kMemoryMhz : 1980;
+  const char* sm = std::getenv("FAKE_NVML_SM_MHZ");
+  *mhz = type == 2 ? kMemoryMhz : sm != nullptr && *sm != '\0' ? static_cast<unsigned>(std::atoi(sm)) : 1980;
+  return kSuccess;
+}
+
+int nvmlDeviceGetCurrentClocksEventReasons(void* handle, unsigned long long* reasons) {
+  if (Of(handle) == nullptr || reasons == nullptr) return kInvalidArgument;
+  const char* env = std::getenv("FAKE_NVML_REASONS");
+  *reasons = env != nullptr ? std::strtoull(env, nullptr, 10) : 0;
+  return kSuccess;
+}
+
+int nvmlDeviceGetPowerUsage(void* handle, unsigned* mw) {
+  const char* power = std::getenv("FAKE_NVML_POWER_W");
+  if (power == nullptr || *power == '\0') return kNotSupported;
+  if (Of(handle) == nullptr || mw == nullptr) return kInvalidArgument;
+  *mw = static_cast<unsigned>(std::atof(power) * 1000.0);
+  return kSuccess;
+}
+
+int nvmlDeviceGetSamples(void* handle, int type, unsigned long long since_us, int* value_type, unsigned* count,
+                         void* samples) {
+  (void)type, (void)since_us, (void)value_type, (void)count, (void)samples;
+  return Of(handle) == nullptr ? kInvalidArgument : kNotSupported;
+}
+
+int nvmlDeviceGetUUID(void* handle, char* uuid, unsigned length) {
+  const Gpu* g = Of(handle);
+  if (g == nullptr || uuid == nullptr) return kInvalidArgument;
+  std::snprintf(uuid, length, "GPU-fake-%s", g->pci.c_str());
   return kSuccess;
 }
 

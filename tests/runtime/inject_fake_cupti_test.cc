@@ -702,6 +702,61 @@ std::string ReadText(const std::filesystem::path& path) {
 // The fake NVML's state line for the GPU ("0000:19:00.0 <MHz>"), "" when nothing was set.
 std::string FakeNvmlState(const std::filesystem::path& state) { return ReadText(state); }
 
+TEST_F(InjectFakeCuptiTest, TheGpuThreadReadsEnergyPowerAndTheSmClockFromNvmlAndSetsNothing) {
+  const std::filesystem::path log = dir_ / "nvml.log";
+  const ChildResult r = RunChild({{"EMO_TRACE_OUT", Out()},
+                                  {"RANK", "0"},
+                                  {"EMO_TRACE_MODE", "monitor"},
+                                  {"TEST_FAKE_CUDA", "1"},
+                                  {"EMO_NVML_LIBRARY", EMO_FAKE_NVML_PATH},
+                                  {"FAKE_NVML_LOG", log.string()},
+                                  {"FAKE_NVML_POWER_W", "300"},
+                                  {"FAKE_NVML_SM_MHZ", "1755"},
+                                  {"FAKE_NVML_REASONS", "4"}},
+                                 [](const Hooks& h) {
+                                   Loop loop(h);
+                                   h.create_context(0);
+                                   // The GPU thread reads every ~50 ms of real time.
+                                   const auto end = std::chrono::steady_clock::now() + std::chrono::milliseconds(400);
+                                   while (std::chrono::steady_clock::now() < end) {
+                                     loop.Iteration();
+                                     std::this_thread::sleep_for(std::chrono::milliseconds(10));
+                                   }
+                                 });
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  // The stand-in has no power sample ring: the thread says so once and reads the power instead.
+  EXPECT_NE(r.err.find("sampling nvmlDeviceGetPowerUsage instead"), std::string::npos) << r.err;
+  const std::vector<Chunk> chunks = Read("0");
+  ASSERT_FALSE(chunks.empty());
+  auto meta = Meta(chunks);
+  EXPECT_EQ(meta["nvml"], "loaded");
+  const auto gpus = Records<fmt::GpuRecord>(chunks, fmt::RecordType::kGpu);
+  ASSERT_EQ(gpus.size(), 1u);
+  EXPECT_EQ(std::string(gpus[0].pci_bus_id), "0000:19:00.0");
+  EXPECT_EQ(std::string(gpus[0].uuid), "GPU-fake-0000:19:00.0");
+  EXPECT_EQ(gpus[0].nvml_index, 0u);
+  const auto clocks = Records<fmt::ClockRecord>(chunks, fmt::RecordType::kClock);
+  ASSERT_FALSE(clocks.empty());
+  for (const auto& c : clocks) {
+    EXPECT_EQ(c.gpu, 0u);
+    EXPECT_EQ(c.sm_mhz, 1755u);
+    EXPECT_EQ(c.reasons, fmt::kClockReasonSwPowerCap);
+  }
+  const auto power = Records<fmt::PowerRecord>(chunks, fmt::RecordType::kPower);
+  ASSERT_FALSE(power.empty());
+  for (const auto& p : power) EXPECT_EQ(p.power_mw, 300000u);
+  // The counter: read on every tick and once more at the end, and it went up.
+  const auto energy = Records<fmt::EnergyRecord>(chunks, fmt::RecordType::kEnergy);
+  ASSERT_GE(energy.size(), 2u);
+  for (size_t i = 1; i < energy.size(); ++i) EXPECT_GE(energy[i].energy_mj, energy[i - 1].energy_mj);
+  EXPECT_GT(energy.back().energy_mj, energy.front().energy_mj);
+  // Read functions only: the stand-in logs every call that could change a GPU.
+  const std::string calls = ReadText(log);
+  EXPECT_NE(calls.find("nvmlInit_v2"), std::string::npos) << calls;
+  EXPECT_EQ(calls.find("nvmlDeviceSet"), std::string::npos) << calls;
+  EXPECT_EQ(calls.find("nvmlDeviceReset"), std::string::npos) << calls;
+}
+
 class InjectRunTest : public InjectFakeCuptiTest {
  protected:
   std::map<std::string, std::string> Env(const std::string& actuator) {
