@@ -12,7 +12,10 @@ constexpr size_t kMaxCandidates = 8;
 constexpr int kMaxRotationTries = 64;
 // Distinct gaps a lock on probation keeps (the newest) to look for the tops of an outer loop
 // among; stray ones in between must not push the tops out.
-constexpr size_t kProbationOutliers = 64;
+constexpr size_t kProbationOutliers = 128;
+// Tops at equal spacing that re-lock a loop on probation: five spacings, which stray gaps do not
+// make by chance.
+constexpr uint64_t kProbationSeries = 6;
 
 // splitmix64's finalizer: spreads nearby pointers over all 64 bits before they enter the hash.
 uint64_t Mix(uint64_t x) {
@@ -161,7 +164,6 @@ bool LaunchPeriodFinder::TryLock(uint64_t pos, Candidate* c, std::vector<LaunchI
     if (c->multiple == 1) {
       c->fallback_top = g.top;
       c->have_fallback = true;
-      c->top_seen = StandoutPhase(pos, static_cast<uint32_t>(length));
     }
     if (g.clear) {
       // With one launch per repetition there is no other gap to be distinct from.
@@ -178,8 +180,9 @@ bool LaunchPeriodFinder::TryLock(uint64_t pos, Candidate* c, std::vector<LaunchI
   // The fallback top was found on an earlier launch; any position congruent to it is a top.
   const uint64_t newest = pos + 1 - p;
   const uint64_t top = newest + (c->fallback_top + p - newest % p) % p;
-  // No gap decided: on probation unless one phase's gaps stand out all the same.
-  Lock(pos, p, top, verified_start, !c->top_seen, out);
+  // No gap decided: on probation unless one phase's gaps stand out all the same in the newest
+  // three repetitions (not the first ones seen: a program's first steps pay its start-up).
+  Lock(pos, p, top, verified_start, !StandoutPhase(pos, p), out);
   return true;
 }
 
@@ -324,19 +327,32 @@ void LaunchPeriodFinder::Probation(uint64_t pos, std::vector<LaunchIteration>* o
   const int64_t gap = Gap(pos);
   if (gap <= 0 || static_cast<double>(gap) < options_.distinct_gap_ratio * static_cast<double>(base_gap_)) return;
   // Candidates for an outer top: gaps distinct from the lock's own. A CPU-bound loop has
-  // stray ones too (a slow launch, the interpreter), so the tops are looked for among them.
+  // stray ones too (a slow launch, the interpreter), as large as its tops at times, so the tops
+  // are told by their regularity alone: the same launch, every S launches, six times.
   if (outliers_.size() == kProbationOutliers) outliers_.erase(outliers_.begin());
-  outliers_.push_back(pos);
-  auto seen = [&](uint64_t position) { return std::binary_search(outliers_.begin(), outliers_.end(), position); };
+  outliers_.push_back(Outlier{pos, gap});
+  auto at = [&](uint64_t position) {
+    const auto it = std::lower_bound(outliers_.begin(), outliers_.end(), position,
+                                     [](const Outlier& o, uint64_t p) { return o.position < p; });
+    return it != outliers_.end() && it->position == position ? it->gap : int64_t{0};
+  };
   const uint64_t phase = pos - iteration_start_;
-  // The smallest spacing, in whole periods, at which this gap's launch had candidates three
-  // times before, each the one distinct largest gap of its repetition (Gaps' test).
+  // The smallest spacing, in whole periods, with a candidate at each of the five positions
+  // before this one, the six gaps of one size (gap_spread_ratio).
   for (size_t i = outliers_.size() - 1; i-- > 0;) {
-    const uint64_t spacing = pos - outliers_[i];
-    if (spacing > options_.max_period || 3 * spacing + 1 > history_ || 3 * spacing > pos) break;
-    if (spacing % length_ != 0 || !seen(pos - 2 * spacing) || !seen(pos - 3 * spacing)) continue;
-    const GapOutcome g = Gaps(pos - 1, static_cast<uint32_t>(spacing));
-    if (!g.clear || g.top != pos - spacing) continue;
+    const uint64_t spacing = pos - outliers_[i].position;
+    if (spacing > options_.max_period || kProbationSeries * spacing > pos) break;
+    if (spacing % length_ != 0) continue;
+    int64_t lo = gap;
+    int64_t hi = gap;
+    uint64_t k = 1;
+    for (; k < kProbationSeries; ++k) {
+      const int64_t g = at(pos - k * spacing);
+      if (g == 0) break;
+      lo = std::min(lo, g);
+      hi = std::max(hi, g);
+    }
+    if (k < kProbationSeries || static_cast<double>(hi) > options_.gap_spread_ratio * static_cast<double>(lo)) continue;
     if (spacing == length_ && phase == 0) {
       probation_ = false;  // every iteration starts after the distinct gap: the lock is right
       return;

@@ -21,12 +21,14 @@
 //  - probation: a lock taken where the gaps were all alike may be the inside of a longer
 //    iteration whose first three repetitions fell within one step (16 identical GEMMs and a
 //    host sync per step lock the period 1 after three GEMMs). "Alike": a period of one launch
-//    (where "distinct" is vacuous), or one none of whose phases has a median gap over its three
-//    repetitions at least distinct_gap_ratio times the median phase's. While on probation, gaps
+//    (where "distinct" is vacuous), or one none of whose phases has a median gap over the
+//    newest three repetitions at least distinct_gap_ratio times the median phase's (the newest:
+//    a program's first launches pay its start-up). While on probation, gaps
 //    that large against those the lock was taken on are candidates; one that recurs every m·P
-//    launches, four times, and is the one distinct largest gap of each of those repetitions
-//    (the loop-top test above) re-locks at m·P with its top there. The longer loop gets a new
-//    id; m = 1 moves the top of the same loop. A lock with a standout phase is not on
+//    launches, six times, with gaps of one size (gap_spread_ratio), re-locks at m·P with its top
+//    there. A launch-bound loop has stray gaps as large as its tops at times, so regularity,
+//    not size against the other gaps, tells the tops. The longer loop gets a new id; m = 1
+//    moves the top of the same loop. A lock with a standout phase is not on
 //    probation, however much that gap varies (a data loader's wait) and even when one stray gap
 //    outdid it, so its rarer, longer gaps (an epoch's end, a periodic logging step) are no step
 //    of their own. A distinct gap inside a repeated block (each layer's own) still decides a
@@ -94,7 +96,6 @@ class LaunchPeriodFinder {
     uint32_t multiple;          // next m to try for the loop top
     uint64_t fallback_top = 0;  // absolute position of the loop top when no gap decides
     bool have_fallback = false;
-    bool top_seen = false;  // one phase's gaps stand out (StandoutPhase)
   };
   struct GapOutcome {
     bool clear = false;  // one distinct, consistent loop-top gap
@@ -160,7 +161,11 @@ class LaunchPeriodFinder {
   // Probation of an undecided lock (see the top of this file).
   bool probation_ = false;
   int64_t base_gap_ = 0;            // median over the lock's three repetitions of their largest gap
-  std::vector<uint64_t> outliers_;  // positions after gaps distinct from base_gap_, oldest first
+  struct Outlier {
+    uint64_t position;  // the launch after the gap
+    int64_t gap;
+  };
+  std::vector<Outlier> outliers_;  // gaps distinct from base_gap_, oldest first
 };
 
 }  // namespace emo::runtime
