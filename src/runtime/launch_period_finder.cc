@@ -230,13 +230,13 @@ LaunchPeriodFinder::GapOutcome LaunchPeriodFinder::Gaps(uint64_t pos, uint32_t l
   return outcome;
 }
 
+// Both below read the three repetitions of `length` ending at `pos` (pos + 1 >= 3·length: a
+// lock is only tried then).
 int64_t LaunchPeriodFinder::MedianRepetitionGap(uint64_t pos, uint32_t length) const {
+  const uint64_t w0 = pos + 1 - 3 * uint64_t{length};
   int64_t largest[3] = {0, 0, 0};
   for (uint64_t r = 0; r < 3; ++r) {
-    for (uint64_t phase = 0; phase < length; ++phase) {
-      const uint64_t j = pos + 1 + phase - (3 - r) * uint64_t{length};
-      if (j <= pos && Have(j)) largest[r] = std::max(largest[r], Gap(j));
-    }
+    for (uint64_t phase = 0; phase < length; ++phase) largest[r] = std::max(largest[r], Gap(w0 + r * length + phase));
   }
   std::sort(std::begin(largest), std::end(largest));
   return largest[1];
