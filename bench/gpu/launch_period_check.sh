@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
 # Does `emo trace` find a loop's steps without NVTX when the signatures alone cannot say where a
-# step starts? (issue Order 7: iterations without the user's help.) On the GPU machine, from the
+# step starts? (docs/runtime.md, "A step of identical launches".) On the GPU machine, from the
 # repository root, with the device bundle (scripts/device_bundle.sh) in build/device:
 #   OUT=/some/folder bash bench/gpu/launch_period_check.sh
 # Runs plain loops (no --nvtx) under `emo trace`: N identical GEMMs and a read-back per step
-# (N = 16, 5, 1) and the eleven held-out workloads (bench/h200/record_workloads.py), then `emo analyze` on each trace. Writes, per
-# loop, <loop>.txt (the program's JSON line, its own per-step timing), <loop>_run.json (emo
-# trace's summary) and <loop>_analyze.json into $OUT/launch_period_check.tar.gz, and a log.
+# (N = 16, 5, 1; GEMMS="..." picks others) and the eleven held-out workloads
+# (bench/gpu/heldout_workloads.sh), then `emo analyze` on each trace. Writes, per loop,
+# <loop>.txt (the program's JSON line, its own per-step timing), <loop>_run.json (emo trace's
+# summary) and <loop>_analyze.json into $OUT/launch_period_check.tar.gz, and a log.
 # With OLD_INJECT=<libemo_inject.so of another commit>, each gemm loop runs under that tracer too
 # (<loop>_old), for a before/after in one session. Reads clocks and power only; never sets them.
 set -uo pipefail
@@ -37,13 +38,10 @@ for g in ${GEMMS-16 5 1}; do
   fi
 done
 # The held-out workloads, without --nvtx: about 4 s of loop each, traced after a third of it.
-declare -A step_ms=([mlp_small_train]=7.8 [bert_infer]=2.7 [cnn_dataload_train]=5.5 [gpt_small_train]=16.7
-                    [resnet_small_train]=7.9 [lstm_lm_train]=9.9 [stream_chain]=0.84 [fp32_mlp_train]=4.4
-                    [tiny_ops]=3.9 [conv_infer]=2.0 [llm_prefill_infer]=11.0)
 # LOOPS="w1 w2 ..." picks some of them (default: all); REPEAT=N runs each N times (<w>, <w>_2, ...).
-for w in ${LOOPS:-tiny_ops mlp_small_train stream_chain bert_infer cnn_dataload_train gpt_small_train resnet_small_train \
-         lstm_lm_train fp32_mlp_train conv_infer llm_prefill_infer}; do
-  steps=$(awk -v ms="${step_ms[$w]}" 'BEGIN { printf "%d", 4000 / ms }')
+source "$root/bench/gpu/heldout_workloads.sh"
+for w in ${LOOPS:-${HELDOUT_WORKLOADS[*]}}; do
+  steps=$(heldout_steps "$w" 4000)
   for r in $(seq 1 "${REPEAT:-1}"); do
     name=$w; [[ $r -gt 1 ]] && name="${w}_$r"
     one "$name" $((steps / 3)) "$PY" "$root/bench/gpu/workload_loop.py" "$w" --steps "$steps" --warmup 20

@@ -2,8 +2,8 @@
 """Summarizes bench/gpu/launch_period_check.sh: per loop, the program's own median step (its JSON
 line; over its last half of steps too, which run after the traced window as emo's untraced
 iterations do: before it, every launch pays the tracer's launch callback) beside the untraced
-step `emo trace` measured on the iterations it found, the launches per
-iteration and how the iterations were found. Usage: launch_period_summary.py FOLDER (the unpacked
+step `emo trace` measured on the iterations it found, the GPU ops (kernels and copies) per
+traced iteration and how the iterations were found. Usage: launch_period_summary.py FOLDER (the unpacked
 launch_period_check.tar.gz)."""
 import glob
 import json

@@ -20,16 +20,12 @@ log="$OUT/workloads_emo.log"
 say() { echo "[$(date +%H:%M:%S)] $*" | tee -a "$log"; }
 export PYTHONUNBUFFERED=1
 
-# Median step (ms) of each workload's sync loop, from data/h200_heldout*/truth.json.
-declare -A step_ms=([mlp_small_train]=7.8 [bert_infer]=2.7 [cnn_dataload_train]=5.5 [gpt_small_train]=16.7
-                    [resnet_small_train]=7.9 [lstm_lm_train]=9.9 [stream_chain]=0.84 [fp32_mlp_train]=4.4
-                    [tiny_ops]=3.9 [conv_infer]=2.0 [llm_prefill_infer]=11.0)
+source "$root/bench/gpu/heldout_workloads.sh"
 workloads=("$@")
-[[ ${#workloads[@]} -gt 0 ]] || workloads=(mlp_small_train bert_infer cnn_dataload_train gpt_small_train
-  resnet_small_train lstm_lm_train stream_chain fp32_mlp_train tiny_ops conv_infer llm_prefill_infer)
+[[ ${#workloads[@]} -gt 0 ]] || workloads=("${HELDOUT_WORKLOADS[@]}")
 
 for w in "${workloads[@]}"; do
-  steps=$(awk -v ms="${step_ms[$w]}" 'BEGIN { printf "%d", 9000 / ms }')
+  steps=$(heldout_steps "$w" 9000)
   warmup=$((steps / 3))
   say "== $w: $steps steps, traced after $warmup"
   "$EMO" trace -o "$W/$w.emotrace" --warmup "$warmup" --iterations 5 --json "$W/${w}_run.json" \

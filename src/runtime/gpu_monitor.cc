@@ -7,9 +7,10 @@
 #include <chrono>
 #include <cstddef>
 #include <cstdio>
-#include <cstdlib>
 #include <cstring>
 #include <string>
+
+#include "nvml_library.h"
 
 namespace emo::runtime {
 namespace {
@@ -65,9 +66,7 @@ DecodedRecord Encode(fmt::RecordType type, const T& record) {
 }  // namespace
 
 bool GpuMonitor::LoadNvml(std::string* why) {
-  // $EMO_NVML_LIBRARY names another library, as for the actuator (NvmlLibrary): the tests' stand-in.
-  const char* env = std::getenv("EMO_NVML_LIBRARY");
-  const std::string path = env != nullptr && *env != '\0' ? env : "libnvidia-ml.so.1";
+  const std::string path = NvmlLibraryPath();
   nvml_.library = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
   if (nvml_.library == nullptr) {
     const char* e = dlerror();

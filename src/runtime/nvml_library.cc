@@ -49,16 +49,14 @@ std::string NvmlLibrary::Describe(const char* call, int code) const {
   return text;
 }
 
+std::string NvmlLibraryPath(const std::string& path) {
+  if (!path.empty()) return path;
+  if (const char* env = std::getenv("EMO_NVML_LIBRARY"); env != nullptr && *env != '\0') return env;
+  return "libnvidia-ml.so.1";
+}
+
 bool NvmlLibrary::Load(const std::string& path, bool control, std::string* error) {
-  path_ = path;
-  bool named = !path_.empty();
-  if (!named) {
-    if (const char* env = std::getenv("EMO_NVML_LIBRARY"); env != nullptr && *env != '\0') {
-      path_ = env;
-      named = true;
-    }
-  }
-  if (!named) path_ = "libnvidia-ml.so.1";
+  path_ = NvmlLibraryPath(path);
   library_ = dlopen(path_.c_str(), RTLD_NOW | RTLD_LOCAL);
   if (library_ == nullptr) {
     const char* e = dlerror();

@@ -9,6 +9,10 @@
 
 namespace emo::runtime {
 
+// The NVML library to open: `path` when given, else $EMO_NVML_LIBRARY when set (the tests'
+// stand-in), else libnvidia-ml.so.1. The tracer's GPU thread (gpu_monitor.cc) opens the same one.
+std::string NvmlLibraryPath(const std::string& path = "");
+
 class NvmlLibrary {
  public:
   using Handle = struct NvmlActuatorDevice*;

@@ -7,8 +7,8 @@
 #include <algorithm>
 #include <cstdint>
 #include <fstream>
-#include <string>
 #include <random>
+#include <string>
 #include <vector>
 
 namespace emo::runtime {
