@@ -16,6 +16,13 @@ constexpr size_t kProbationOutliers = 128;
 // Tops at equal spacing that re-lock a loop on probation: five spacings, which stray gaps do not
 // make by chance.
 constexpr uint64_t kProbationSeries = 6;
+// Waits before the same launch at equal spacing that end a step (six, as for probation), and
+// the distinct calls followed at once.
+constexpr size_t kWaitSeries = 6;
+constexpr size_t kMaxWaitCalls = 16;
+// Periods after a lone wait during which it may still turn out to end a step of that many
+// repetitions (a model's layers).
+constexpr uint64_t kWaitHorizon = 128;
 
 // splitmix64's finalizer: spreads nearby pointers over all 64 bits before they enter the hash.
 uint64_t Mix(uint64_t x) {
@@ -73,6 +80,26 @@ void LaunchPeriodFinder::Add(uint64_t signature, int64_t time_ns, std::vector<La
   } else {
     Search(pos, distance, out);
   }
+}
+
+void LaunchPeriodFinder::AddWait(uint64_t signature) {
+  const uint64_t next = n_;
+  newest_wait_ = next;
+  auto run = std::find_if(waits_.begin(), waits_.end(), [&](const WaitRun& w) { return w.signature == signature; });
+  if (run == waits_.end()) {
+    if (waits_.size() < kMaxWaitCalls) {
+      run = waits_.emplace(waits_.end());
+    } else {
+      run = std::min_element(waits_.begin(), waits_.end(),
+                             [](const WaitRun& a, const WaitRun& b) { return a.last_seen < b.last_seen; });
+      run->positions.clear();
+    }
+    run->signature = signature;
+  }
+  run->last_seen = next;
+  if (!run->positions.empty() && run->positions.back() == next) return;  // the same wait again
+  if (run->positions.size() == kWaitSeries) run->positions.erase(run->positions.begin());
+  run->positions.push_back(next);
 }
 
 uint64_t LaunchPeriodFinder::UpdateHash(uint64_t pos) {
@@ -285,6 +312,7 @@ void LaunchPeriodFinder::Lock(uint64_t pos, uint32_t length, uint64_t top, uint6
   for (uint64_t j = top; j <= pos; ++j) {
     if (Sig(j) != template_[j - top]) ++iteration_mismatches_;
   }
+  verified_start_ = std::min(verified_start, top);
   probation_ = probation;
   base_gap_ = probation ? MedianRepetitionGap(pos, length) : 0;
   outliers_.clear();
@@ -305,6 +333,7 @@ void LaunchPeriodFinder::Track(uint64_t pos, std::vector<LaunchIteration>* out) 
   if (match) {
     consecutive_mismatches_ = 0;
     Publish(out);
+    if (newest_wait_ == pos && StepEndsInWait(pos, out)) return;
     if (probation_) Probation(pos, out);
     return;
   }
@@ -364,6 +393,53 @@ void LaunchPeriodFinder::Probation(uint64_t pos, std::vector<LaunchIteration>* o
     Lock(pos, static_cast<uint32_t>(spacing), pos, pos, false, out);
     return;
   }
+}
+
+bool LaunchPeriodFinder::settled() const {
+  if (!locked_) return false;
+  const uint64_t horizon = std::min<uint64_t>(options_.max_period, kWaitHorizon * length_);
+  bool waited = false;
+  for (const WaitRun& w : waits_) {
+    const auto first = std::lower_bound(w.positions.begin(), w.positions.end(), verified_start_);
+    const auto seen = static_cast<size_t>(w.positions.end() - first);
+    if (seen == 0) continue;
+    waited = true;
+    const uint64_t since = n_ - w.positions.back();
+    if (seen == 1) {
+      if (since <= horizon) return false;
+      continue;
+    }
+    const uint64_t spacing = w.positions.back() - *(w.positions.end() - 2);
+    if (spacing <= length_ || spacing % length_ != 0 || spacing > options_.max_period || since > spacing + length_) {
+      continue;
+    }
+    bool even = true;
+    for (auto it = first + 1; it != w.positions.end() && even; ++it) even = *it - *(it - 1) == spacing;
+    if (even) return false;
+  }
+  // No wait in the lock yet from a program that has waited before: the first may still come,
+  // at the end of a step of up to kWaitHorizon periods. One that never waited is taken at its
+  // word.
+  return waited || waits_.empty() || n_ - verified_start_ > horizon;
+}
+
+bool LaunchPeriodFinder::StepEndsInWait(uint64_t pos, std::vector<LaunchIteration>* out) {
+  for (const WaitRun& w : waits_) {
+    const std::vector<uint64_t>& at = w.positions;
+    if (at.size() < kWaitSeries || at.back() != pos || at.front() < verified_start_) continue;
+    // A wait in every iteration (S = P) is part of the step already.
+    const uint64_t spacing = at[1] - at[0];
+    if (spacing <= length_ || spacing % length_ != 0 || spacing > options_.max_period) continue;
+    bool even = true;
+    for (size_t k = 2; k < at.size() && even; ++k) even = at[k] - at[k - 1] == spacing;
+    if (!even) continue;
+    // As when probation re-locks: the iteration in progress ends here, unfinished, and the
+    // first of the longer loop starts with this launch.
+    previous_template_ = template_;
+    Lock(pos, static_cast<uint32_t>(spacing), pos, pos, false, out);
+    return true;
+  }
+  return false;
 }
 
 LaunchIteration LaunchPeriodFinder::Make(uint64_t first, uint64_t next_first) {

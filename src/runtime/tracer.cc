@@ -400,6 +400,10 @@ std::string CuptiLibraryPath() {
 
 }  // namespace
 
+bool IsWaitCall(uint32_t anchor) {
+  return IsWait(static_cast<CUpti_CallbackDomain>(anchor >> 24), anchor & 0xffffffu);
+}
+
 std::atomic<Tracer*> Tracer::current_{nullptr};
 std::atomic<uint32_t> Tracer::sessions_{0};
 

@@ -39,6 +39,10 @@ namespace emo::runtime {
 // Where a launch callback stands among nested calls (tracer.cc).
 enum class CallSite { kOutermostEntry, kOutermostExit, kInner };
 
+// True for an anchor call (LaunchEvent::anchor) that returns only once the GPU work before it is
+// done: a device, stream or event synchronize, a synchronous copy.
+bool IsWaitCall(uint32_t anchor);
+
 class Tracer {
  public:
   Tracer() = default;

@@ -91,19 +91,19 @@ void Tracer::DrainControl() {
       continue;
     }
     const LaunchEvent& launch = launches[i++];
+    // The finder sees the launches, and the host's waits between them, until NVTX ranges or
+    // an anchor call time the iterations (`emo run` places its switches by launch all the same).
+    const bool to_finder = (!nvtx_source_ || clock_follower_) && !follower_;
     if (launch.anchor != 0) {
+      if (to_finder && IsWaitCall(launch.anchor)) finder_->AddWait(launch.signature);
       OnAnchorEvent(launch);
       continue;
     }
     ++kernel_launches;
-    if (nvtx_source_) {
-      ++nvtx_launches_;
-      if (!clock_follower_) continue;
-    }
-    if (follower_) continue;  // made before the launch callbacks went off
+    if (nvtx_source_) ++nvtx_launches_;
+    if (!to_finder) continue;  // with an anchor: made before the launch callbacks went off
     found.clear();
     finder_->Add(launch.signature, launch.time_ns, &found);
-    // `emo run` places its switches by launch, whatever marks the iterations in the trace.
     if (clock_follower_) clock_follower_->OnLaunch(finder_->launches() - 1, launch.seq, launch.time_ns, found, finder_->locked());
     if (found.empty() || nvtx_source_) continue;
     // Loop ids go on from those of finders replaced after an anchor was given up.
@@ -213,14 +213,18 @@ void Tracer::OnLaunchIterations(const std::vector<LaunchIteration>& iterations) 
   }
   std::vector<int64_t> sorted = loop_durations_;
   std::nth_element(sorted.begin(), sorted.begin() + static_cast<ptrdiff_t>(sorted.size() / 2), sorted.end());
-  if (sorted[sorted.size() / 2] >= kMinWindowIterationNs) {
+  // Nor does a loop that a host wait seen in it may yet prove to be part of the step (the
+  // layers of a forward pass, synced once per pass): its window, or an anchor chosen on it,
+  // would be for part of the step. Pretrace stays on meanwhile.
+  const bool settled = finder_->settled();
+  if (settled && sorted[sorted.size() / 2] >= kMinWindowIterationNs) {
     StartIteration(next_index_, last.loop, last.loop_index + 1, last.launches);
   }
   for (size_t k = 0; k < iterations.size(); ++k) {
     const LaunchIteration& it = iterations[k];
     WriteIteration(first + k, it.start_ns, it.end_ns, static_cast<uint32_t>(fmt::IterationSource::kLaunchPeriod),
                    it.launches, "");
-    if (config_.anchor != 0) anchors_.AddIteration(it);
+    if (config_.anchor != 0 && settled) anchors_.AddIteration(it);
   }
 }
 

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <fstream>
+#include <functional>
 #include <random>
 #include <string>
 #include <vector>
@@ -24,19 +25,34 @@ class Feeder {
   // One launch `gap_ns` after the previous one.
   void Launch(uint64_t signature, int64_t gap_ns) {
     time_ += gap_ns;
+    const size_t before = iterations_.size();
     finder_.Add(signature, time_, &iterations_);
+    if (waited_ && finder_.settled()) {
+      for (size_t i = before; i < iterations_.size(); ++i) settled_launches_.push_back(iterations_[i].launches);
+    }
   }
   // The sequence once; the first launch after `top_gap`, the others after `gap`.
   void Loop(const std::vector<uint64_t>& body, int64_t top_gap = 5000 * kUs, int64_t gap = 20 * kUs) {
     for (size_t i = 0; i < body.size(); ++i) Launch(body[i], i == 0 ? top_gap : gap);
   }
 
+  // A host wait for the GPU before the next launch.
+  void Wait(uint64_t call) {
+    finder_.AddWait(call);
+    waited_ = true;
+  }
+
   LaunchPeriodFinder& finder() { return finder_; }
   const std::vector<LaunchIteration>& iterations() const { return iterations_; }
+  // Launches per iteration of those reported while the finder was settled, from the first wait
+  // on (before it nothing can tell a block from a step).
+  const std::vector<uint32_t>& settled_launches() const { return settled_launches_; }
 
  private:
   LaunchPeriodFinder finder_;
   std::vector<LaunchIteration> iterations_;
+  std::vector<uint32_t> settled_launches_;
+  bool waited_ = false;
   int64_t time_ = 0;
 };
 
@@ -306,6 +322,73 @@ TEST(LaunchPeriodFinderTest, OneLaunchPerStepStaysOneIteration) {
   EXPECT_GE(f.iterations().size(), 390u);
 }
 
+TEST(LaunchPeriodFinderTest, AStepOfIdenticalBlocksEndsAtTheHostsWait) {
+  // Four identical blocks per step, each after a standout 80 us gap (the block locks first), the
+  // step ending in a sync the host waits in for only 30 us: the step is the iteration, from the
+  // launch after one wait to the launch after the next.
+  Feeder f;
+  const std::vector<uint64_t> block = {1, 2, 3, 4, 5, 6};
+  constexpr uint64_t kSync = 99;
+  for (int step = 0; step < 40; ++step) {
+    for (int b = 0; b < 4; ++b) f.Loop(block, b == 0 ? 30 * kUs : 80 * kUs, 10 * kUs);
+    f.Wait(kSync);
+  }
+  EXPECT_EQ(f.finder().period(), 24u);
+  EXPECT_EQ(f.finder().loops(), 2u);
+  const auto& its = f.iterations();
+  ASSERT_FALSE(its.empty());
+  EXPECT_EQ(its.back().launches, 24u);
+  EXPECT_EQ(its.back().first_launch % 24, 0u);  // the launch after a wait
+  ExpectDisjoint(its);
+  // The blocks were never settled: a window or an anchor is taken on the step only.
+  ASSERT_FALSE(f.settled_launches().empty());
+  for (const uint32_t n : f.settled_launches()) EXPECT_EQ(n, 24u);
+}
+
+TEST(LaunchPeriodFinderTest, ALockWithoutWaitsIsSettledAtOnceOrAfter128IterationsIfTheProgramWaitedBefore) {
+  // A program that never waited: nothing to wait for.
+  const std::vector<uint64_t> body = {1, 2, 3, 4, 5};
+  Feeder never;
+  for (int rep = 0; rep < 4; ++rep) never.Loop(body);
+  ASSERT_TRUE(never.finder().locked());
+  EXPECT_TRUE(never.finder().settled());
+  // One that waited in its set-up: the loop's first wait might still end a step of many
+  // repetitions, for 128 of them.
+  Feeder waited;
+  waited.Launch(9, 20 * kUs);
+  waited.Wait(77);
+  for (int rep = 0; rep < 100; ++rep) waited.Loop(body);
+  ASSERT_TRUE(waited.finder().locked());
+  EXPECT_FALSE(waited.finder().settled());
+  for (int rep = 0; rep < 40; ++rep) waited.Loop(body);
+  EXPECT_TRUE(waited.finder().settled());
+  EXPECT_EQ(waited.finder().period(), 5u);
+}
+
+TEST(LaunchPeriodFinderTest, AWaitInEveryStepOrAtUnevenSpacingLeavesTheStep) {
+  // A step with a distinct top and a read-back wait in every step, plus another call waited on
+  // every few steps at no fixed spacing (a check the program makes now and then): the step stays.
+  std::mt19937_64 rng(3);
+  std::uniform_int_distribution<int> every(2, 7);
+  Feeder f;
+  const std::vector<uint64_t> body = {1, 2, 3, 4, 5, 6, 7, 8};
+  int next_check = every(rng);
+  for (int step = 0; step < 200; ++step) {
+    for (size_t k = 0; k < body.size(); ++k) {
+      if (k == 6) f.Wait(50);  // the loss read back, mid-step
+      if (k == 0 && step == next_check) {
+        f.Wait(51);
+        next_check += every(rng);
+      }
+      f.Launch(body[k], k == 0 ? 3000 * kUs : 20 * kUs);
+    }
+  }
+  EXPECT_EQ(f.finder().period(), 8u);
+  EXPECT_EQ(f.finder().loops(), 1u);
+  EXPECT_GE(f.iterations().size(), 190u);
+  EXPECT_GE(f.settled_launches().size(), 150u);  // not held back for long by the uneven check
+}
+
 TEST(LaunchPeriodFinderTest, AGapThatAppearsLaterMovesTheLoopTopOfAnUndecidedLock) {
   // No gap stands out while the lock is taken, so its phase is a guess; then the host starts
   // to wait before the third launch of every repetition: the iterations start there, in the
@@ -425,6 +508,9 @@ struct Replayed {
   uint32_t period = 0;
   uint64_t launches = 0;
   std::vector<LaunchIteration> iterations;
+  // Launches per iteration of those reported while the finder was settled (the tracer takes
+  // its window and anchor only then), from the program's first wait on, in order.
+  std::vector<uint32_t> settled_launches;
 };
 
 Replayed Replay(const std::string& name) {
@@ -434,11 +520,22 @@ Replayed Replay(const std::string& name) {
   LaunchPeriodFinder finder;
   Replayed r;
   int64_t time = 0;
-  uint64_t signature = 0;
-  int64_t gap = 0;
-  while (in >> signature >> gap) {
-    time += gap;
-    finder.Add(signature, time, &r.iterations);
+  std::string first;
+  std::string second;
+  // "<signature> <ns since the previous launch>", or "wait <call>" (bench/research/launch_sequence.py).
+  bool waited = false;
+  while (in >> first >> second) {
+    if (first == "wait") {
+      finder.AddWait(std::hash<std::string>{}(second));
+      waited = true;
+      continue;
+    }
+    time += std::stoll(second);
+    const size_t before = r.iterations.size();
+    finder.Add(std::stoull(first), time, &r.iterations);
+    if (waited && finder.settled()) {
+      for (size_t i = before; i < r.iterations.size(); ++i) r.settled_launches.push_back(r.iterations[i].launches);
+    }
   }
   r.period = finder.period();
   r.launches = finder.launches();
@@ -466,6 +563,57 @@ TEST(LaunchPeriodFinderH200Test, ADataLoadersStepIsNotMergedIntoItsEpoch) {
   EXPECT_EQ(r.period, 95u);
   ASSERT_FALSE(r.iterations.empty());
   EXPECT_EQ(r.iterations.back().launches, 95u);
+  ExpectDisjoint(r.iterations);
+}
+
+// Every iteration reported while the finder was settled is a whole step of `period` launches:
+// a window taken then is on the step.
+void ExpectSettledOnlyOnTheStep(const Replayed& r, uint32_t period) {
+  ASSERT_FALSE(r.settled_launches.empty());
+  for (size_t i = 0; i < r.settled_launches.size(); ++i) EXPECT_EQ(r.settled_launches[i], period) << i;
+}
+
+TEST(LaunchPeriodFinderH200Test, TinyOpsWithItsSyncsIsSettledOnlyOnTheStep) {
+  // tiny_ops again, on a host about 1.7x slower (6.6 ms steps), with the step's device sync
+  // recorded: its blocks once took the window before the step was found (the race in
+  // docs/runtime.md, "A step of identical launches").
+  const Replayed r = Replay("tiny_ops_with_waits");
+  EXPECT_EQ(r.period, 480u);
+  ExpectSettledOnlyOnTheStep(r, 480);
+  ExpectDisjoint(r.iterations);
+}
+
+TEST(LaunchPeriodFinderH200Test, ADataLoadersStepWithItsReadBackWaitsStaysTheStep) {
+  // cnn_dataload_train with its waits: the loss read back in every step is part of the step.
+  const Replayed r = Replay("cnn_dataload_train_with_waits");
+  EXPECT_EQ(r.period, 95u);
+  ExpectSettledOnlyOnTheStep(r, 95);
+  ExpectDisjoint(r.iterations);
+}
+
+TEST(LaunchPeriodFinderH200Test, APrefillStepOfEightIdenticalLayersEndsAtItsDeviceSync) {
+  // llm_prefill_infer: 8 identical decoder layers of 14 launches each, the host waiting ~70 us
+  // before each layer (a standout gap: the layer locks first) and ~8.5 ms in cudaDeviceSynchronize
+  // after the last.
+  const Replayed r = Replay("llm_prefill_infer");
+  EXPECT_EQ(r.launches, 12000u);
+  EXPECT_EQ(r.period, 112u);
+  ASSERT_FALSE(r.iterations.empty());
+  EXPECT_EQ(r.iterations.back().launches, 112u);
+  ExpectSettledOnlyOnTheStep(r, 112);
+  ExpectDisjoint(r.iterations);
+}
+
+TEST(LaunchPeriodFinderH200Test, AHostBoundEncoderStepEndsAtItsDeviceSyncThoughEachLayerWaitsLonger) {
+  // bert_infer: 12 identical encoder layers of 9 launches; the host's own work makes a ~100 us
+  // gap inside each layer, longer than the step's sync (~60 us traced whole). No gap tells the
+  // step; the sync once per 12 layers does.
+  const Replayed r = Replay("bert_infer");
+  EXPECT_EQ(r.launches, 12000u);
+  EXPECT_EQ(r.period, 108u);
+  ASSERT_FALSE(r.iterations.empty());
+  EXPECT_EQ(r.iterations.back().launches, 108u);
+  ExpectSettledOnlyOnTheStep(r, 108);
   ExpectDisjoint(r.iterations);
 }
 

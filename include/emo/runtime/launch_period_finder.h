@@ -32,7 +32,15 @@
 //    probation, however much that gap varies (a data loader's wait) and even when one stray gap
 //    outdid it, so its rarer, longer gaps (an epoch's end, a periodic logging step) are no step
 //    of their own. A distinct gap inside a repeated block (each layer's own) still decides a
-//    lock on the block: such loops need NVTX ranges to be seen as steps.
+//    lock on the block: such loops need NVTX ranges to be seen as steps, unless the host waits;
+//  - the host's wait: a step that repeats one block (the layers of a model's forward pass) and
+//    ends in a host wait for the GPU (a device, stream or event synchronize, a blocking copy)
+//    has the wait every m·P launches, m >= 2, and in no repetition between. The caller reports
+//    such waits (AddWait); one call that came before the same launch every m·P launches, six
+//    times in a row within the lock, re-locks the loop at m·P with its top after the wait.
+//    Host times between launches say nothing of the GPU's pace where the host runs ahead and
+//    catches up at a wait, so the iteration spans from wait to wait. A loop that logs its loss
+//    every ten steps and syncs only then is traced ten steps at a time, for the same reason.
 // Once locked, launches are compared with the locked period's template: a substituted launch
 // is tolerated, a run of mismatches (the loop changed, a launch was inserted) drops the lock
 // and the search starts again; an iteration ending in mismatches is held back until a launch
@@ -78,8 +86,20 @@ class LaunchPeriodFinder {
   // `out`. A launch that starts an iteration completes the previous one.
   void Add(uint64_t signature, int64_t time_ns, std::vector<LaunchIteration>* out);
 
+  // Notes that the host waited for the GPU (`signature`: which call, and the bytes of a copy)
+  // before the next launch to be added.
+  void AddWait(uint64_t signature);
+
   // True while a period is locked.
   bool locked() const { return locked_; }
+  // True while a period is locked and no host wait may yet prove the step longer: each wait
+  // seen in the lock came in every iteration, or at uneven or overdue spacings; or none came in
+  // it, for 128 periods (the first may end a step of that many repetitions) when the program
+  // has waited before, at once when it never has. A wait that came once (for 128 periods after
+  // it) or at equal spacings of m·P, m >= 2, fewer than six times, keeps the lock unsettled.
+  // A trace window taken on a lock that is not settled may be taken on a part of the step. So
+  // may one taken in a program's first step before its first wait: nothing tells it yet.
+  bool settled() const;
   // Launches per iteration of the locked loop; 0 when not locked.
   uint32_t period() const { return locked_ ? length_ : 0; }
   // Distinct loops locked so far (0: no period was ever found).
@@ -120,6 +140,7 @@ class LaunchPeriodFinder {
   int64_t MedianRepetitionGap(uint64_t pos, uint32_t length) const;
   void Track(uint64_t pos, std::vector<LaunchIteration>* out);
   void Probation(uint64_t pos, std::vector<LaunchIteration>* out);
+  bool StepEndsInWait(uint64_t pos, std::vector<LaunchIteration>* out);
   LaunchIteration Make(uint64_t first, uint64_t next_first);
   void Publish(std::vector<LaunchIteration>* out);
 
@@ -166,6 +187,16 @@ class LaunchPeriodFinder {
     int64_t gap;
   };
   std::vector<Outlier> outliers_;  // gaps distinct from base_gap_, oldest first
+
+  // Host waits, per call: the launches they came before (see the top of this file).
+  struct WaitRun {
+    uint64_t signature = 0;
+    std::vector<uint64_t> positions;  // the newest, oldest first
+    uint64_t last_seen = 0;           // position of the newest, for replacing the stalest run
+  };
+  std::vector<WaitRun> waits_;
+  uint64_t newest_wait_ = UINT64_MAX;  // position of the launch after the newest wait
+  uint64_t verified_start_ = 0;        // first launch of the stretch the lock was verified on
 };
 
 }  // namespace emo::runtime
