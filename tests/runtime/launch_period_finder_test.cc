@@ -511,6 +511,7 @@ struct Replayed {
   // Launches per iteration of those reported while the finder was settled (the tracer takes
   // its window and anchor only then), from the program's first wait on, in order.
   std::vector<uint32_t> settled_launches;
+  uint64_t waits = 0;
 };
 
 Replayed Replay(const std::string& name) {
@@ -528,6 +529,7 @@ Replayed Replay(const std::string& name) {
     if (first == "wait") {
       finder.AddWait(std::hash<std::string>{}(second));
       waited = true;
+      ++r.waits;
       continue;
     }
     time += std::stoll(second);
@@ -542,79 +544,58 @@ Replayed Replay(const std::string& name) {
   return r;
 }
 
+// The replayed sequence of `launches` launches ends locked on the step of `period` launches,
+// and reports no iterations that overlap. With waits in the sequence, every iteration reported
+// while the finder was settled (from the program's first wait on) is a whole step too: a
+// window or an anchor taken then is on the step.
+void ExpectTheStep(const Replayed& r, uint64_t launches, uint32_t period) {
+  EXPECT_EQ(r.launches, launches);
+  EXPECT_EQ(r.period, period);
+  ASSERT_FALSE(r.iterations.empty());
+  EXPECT_EQ(r.iterations.back().launches, period);
+  ExpectDisjoint(r.iterations);
+  EXPECT_TRUE(r.waits == 0 || !r.settled_launches.empty());
+  for (size_t i = 0; i < r.settled_launches.size(); ++i) EXPECT_EQ(r.settled_launches[i], period) << i;
+}
+
 TEST(LaunchPeriodFinderH200Test, TinyOpsStepIsItsSixtyBlocksNotOneBlock) {
   // tiny_ops (bench/h200/record_workloads.py): 60 blocks of 8 kernels and a copy per step, the
   // step ending in a device sync; under the tracer its in-step gaps reach 28-100 us and its
-  // tops 100-150 us.
-  const Replayed r = Replay("tiny_ops");
-  EXPECT_EQ(r.launches, 16002u);
-  EXPECT_EQ(r.period, 480u);
-  ASSERT_FALSE(r.iterations.empty());
-  EXPECT_EQ(r.iterations.back().launches, 480u);
-  ExpectDisjoint(r.iterations);
+  // tops 100-150 us. Without its waits: the gaps alone tell the step.
+  ExpectTheStep(Replay("tiny_ops"), 16002, 480);
 }
 
 TEST(LaunchPeriodFinderH200Test, ADataLoadersStepIsNotMergedIntoItsEpoch) {
   // cnn_dataload_train: 95 launches per step, the host waiting for the next batch before each
   // (sometimes less than before the loss read back), and for the loader's workers at an epoch's
   // end every 32 steps.
-  const Replayed r = Replay("cnn_dataload_train");
-  EXPECT_EQ(r.launches, 9405u);
-  EXPECT_EQ(r.period, 95u);
-  ASSERT_FALSE(r.iterations.empty());
-  EXPECT_EQ(r.iterations.back().launches, 95u);
-  ExpectDisjoint(r.iterations);
-}
-
-// Every iteration reported while the finder was settled is a whole step of `period` launches:
-// a window taken then is on the step.
-void ExpectSettledOnlyOnTheStep(const Replayed& r, uint32_t period) {
-  ASSERT_FALSE(r.settled_launches.empty());
-  for (size_t i = 0; i < r.settled_launches.size(); ++i) EXPECT_EQ(r.settled_launches[i], period) << i;
+  ExpectTheStep(Replay("cnn_dataload_train"), 9405, 95);
 }
 
 TEST(LaunchPeriodFinderH200Test, TinyOpsWithItsSyncsIsSettledOnlyOnTheStep) {
   // tiny_ops again, on a host about 1.7x slower (6.6 ms steps), with the step's device sync
-  // recorded: its blocks once took the window before the step was found (the race in
-  // docs/runtime.md, "A step of identical launches").
-  const Replayed r = Replay("tiny_ops_with_waits");
-  EXPECT_EQ(r.period, 480u);
-  ExpectSettledOnlyOnTheStep(r, 480);
-  ExpectDisjoint(r.iterations);
+  // recorded: its 110 us blocks once took the window before the step was found
+  // (docs/runtime.md, "Settled").
+  ExpectTheStep(Replay("tiny_ops_with_waits"), 16002, 480);
 }
 
 TEST(LaunchPeriodFinderH200Test, ADataLoadersStepWithItsReadBackWaitsStaysTheStep) {
   // cnn_dataload_train with its waits: the loss read back in every step is part of the step.
-  const Replayed r = Replay("cnn_dataload_train_with_waits");
-  EXPECT_EQ(r.period, 95u);
-  ExpectSettledOnlyOnTheStep(r, 95);
-  ExpectDisjoint(r.iterations);
+  ExpectTheStep(Replay("cnn_dataload_train_with_waits"), 9405, 95);
 }
 
 TEST(LaunchPeriodFinderH200Test, APrefillStepOfEightIdenticalLayersEndsAtItsDeviceSync) {
   // llm_prefill_infer: 8 identical decoder layers of 14 launches each, the host waiting ~70 us
   // before each layer (a standout gap: the layer locks first) and ~8.5 ms in cudaDeviceSynchronize
   // after the last.
-  const Replayed r = Replay("llm_prefill_infer");
-  EXPECT_EQ(r.launches, 12000u);
-  EXPECT_EQ(r.period, 112u);
-  ASSERT_FALSE(r.iterations.empty());
-  EXPECT_EQ(r.iterations.back().launches, 112u);
-  ExpectSettledOnlyOnTheStep(r, 112);
-  ExpectDisjoint(r.iterations);
+  ExpectTheStep(Replay("llm_prefill_infer"), 12000, 112);
 }
 
 TEST(LaunchPeriodFinderH200Test, AHostBoundEncoderStepEndsAtItsDeviceSyncThoughEachLayerWaitsLonger) {
   // bert_infer: 12 identical encoder layers of 9 launches; the host's own work makes a ~100 us
   // gap inside each layer, longer than the step's sync (~60 us traced whole). No gap tells the
   // step; the sync once per 12 layers does.
-  const Replayed r = Replay("bert_infer");
-  EXPECT_EQ(r.launches, 12000u);
-  EXPECT_EQ(r.period, 108u);
-  ASSERT_FALSE(r.iterations.empty());
-  EXPECT_EQ(r.iterations.back().launches, 108u);
-  ExpectSettledOnlyOnTheStep(r, 108);
-  ExpectDisjoint(r.iterations);
+  ExpectTheStep(Replay("bert_infer"), 12000, 108);
 }
 
 }  // namespace
