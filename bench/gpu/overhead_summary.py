@@ -14,7 +14,12 @@ NVML energy per step):
   emo.window_median_step_ms       the program's steps inside the traced window, ASSUMED to be
                                   steps [emo_warmup, emo_warmup + emo_iterations) of the program
                                   (the tracer's iteration k == the program's step k)
-  emo.outside_median_step_ms      the program's timed steps outside that window
+  emo.outside_median_step_ms      the program's timed steps outside that window (the steps
+                                  before it ran with the tracer's activities on: pretrace)
+  after_median_step_ms (per run)  every mode's steps from emo_warmup + emo_iterations + 5 on (after
+                                  the window, the same step indices in every mode, so a loop whose
+                                  steps drift over the run is compared like with like);
+                                  ratios.<mode>_after_over_plain_after_paired_median
   emo.reported_untraced_step_ms   emo's own untraced step time (iteration_time_us.untraced of
                                   its --json, or of `emo analyze --json` of its trace; else a
                                   number on a line of its output that says "untraced"); null if none
@@ -33,6 +38,9 @@ import statistics
 EMO_MODES = ("emo", "emo_noanchor")  # emo_noanchor: `emo trace` with EMO_TRACE_ANCHOR=0
 RUN_MODES = ("run", "run1", "run1_noanchor")
 RUN_RE = re.compile(r"^(?P<wl>.+)_(?P<mode>plain|emo_noanchor|emo|torchprof|monitor|run1_noanchor|run1|run)_r(?P<round>\d+)$")
+# Steps after the traced window left out of the "after" medians: the tracer's iteration k is
+# ASSUMED to be the program's step k, give or take a few.
+AFTER_MARGIN = 5
 UNIT_MS = {"ns": 1e-6, "us": 1e-3, "µs": 1e-3, "ms": 1.0, "s": 1e3}
 
 
@@ -131,6 +139,11 @@ def collect(work, emo_warmup, emo_iters):
             pass
         line = program_line(out)
         rec["program"] = line
+        steps = (line or {}).get("step_ms")
+        warm = (line or {}).get("warmup_steps")
+        if isinstance(steps, list) and isinstance(warm, int):
+            first_after = max(warm, emo_warmup + emo_iters + AFTER_MARGIN)
+            rec["after_median_step_ms"] = med([x for i, x in enumerate(steps) if i >= first_after])
         if m["mode"] in EMO_MODES:
             docs = [(os.path.basename(p), load_json(p)) for p in (base + ".emo.json", base + ".analyze.json")]
             rec["emo"] = emo_fields(docs)
@@ -138,8 +151,6 @@ def collect(work, emo_warmup, emo_iters):
                 v, src = emo_text_untraced((out or "") + "\n" + (err or ""))
                 rec["emo"]["reported_untraced_step_ms"] = v
                 rec["emo"]["reported_source"] = f"text: {src}" if src else None
-            steps = (line or {}).get("step_ms")
-            warm = (line or {}).get("warmup_steps")
             if isinstance(steps, list) and isinstance(warm, int):
                 lo, hi = emo_warmup, emo_warmup + emo_iters
                 inside = [x for i, x in enumerate(steps) if lo <= i < hi and i >= warm]
@@ -260,6 +271,15 @@ def summarize(runs, meta):
                     rat[f"{key}_over_{name}{tag}_paired"] = paired
             if "monitor" in w:
                 rat[f"{key}_over_monitor"] = ratio(w[key]["median_step_ms"]["median"], w["monitor"]["median_step_ms"]["median"])
+        # After the window, paired by round, the same step indices: the tracer as the program
+        # runs once its window is traced (emo trace) or throughout (emo monitor).
+        plain_after = {r["round"]: r.get("after_median_step_ms") for r in plain}
+        for key in (*EMO_MODES, "monitor"):
+            recs = modes.get(key, [])
+            if recs:
+                paired = [ratio(r.get("after_median_step_ms"), plain_after.get(r["round"])) for r in recs]
+                rat[f"{key}_after_over_plain_after_paired"] = paired
+                rat[f"{key}_after_over_plain_after_paired_median"] = med([x for x in paired if x is not None])
         for key in EMO_MODES:
             if key not in w:
                 continue
@@ -303,6 +323,8 @@ def main():
         print(f"{wl}: plain {fmt(p)} ms; emo/plain {fmt(r.get('emo_over_plain'))} "
               f"(window {fmt(r.get('emo_window_over_plain'))}, outside {fmt(r.get('emo_outside_over_plain'))}); "
               f"emo untraced/outside {fmt(r.get('emo_reported_untraced_over_program_outside'))}; "
+              f"after the window, paired: emo {fmt(r.get('emo_after_over_plain_after_paired_median'))}, "
+              f"monitor {fmt(r.get('monitor_after_over_plain_after_paired_median'))}; "
               f"torchprof profiled/plain {fmt(r.get('torchprof_profiled_over_plain'))}, "
               f"unprofiled/plain {fmt(r.get('torchprof_unprofiled_over_plain'))}")
     print(f"summary: {path}")
