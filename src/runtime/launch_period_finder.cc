@@ -395,8 +395,22 @@ void LaunchPeriodFinder::Probation(uint64_t pos, std::vector<LaunchIteration>* o
   }
 }
 
+bool LaunchPeriodFinder::WaitsEveryIteration() const {
+  for (const WaitRun& w : waits_) {
+    const std::vector<uint64_t>& at = w.positions;
+    if (at.size() >= 2 && at[at.size() - 2] >= verified_start_ && at.back() - at[at.size() - 2] == length_ &&
+        n_ - at.back() <= 2 * uint64_t{length_}) {
+      return true;
+    }
+  }
+  return false;
+}
+
 bool LaunchPeriodFinder::settled() const {
   if (!locked_) return false;
+  // The iteration spans from wait to wait already: other waits (a one-off sync, a log every
+  // ten steps) make no longer step.
+  if (WaitsEveryIteration()) return true;
   const uint64_t horizon = std::min<uint64_t>(options_.max_period, kWaitHorizon * length_);
   bool waited = false;
   for (const WaitRun& w : waits_) {
@@ -424,6 +438,7 @@ bool LaunchPeriodFinder::settled() const {
 }
 
 bool LaunchPeriodFinder::StepEndsInWait(uint64_t pos, std::vector<LaunchIteration>* out) {
+  if (WaitsEveryIteration()) return false;
   for (const WaitRun& w : waits_) {
     const std::vector<uint64_t>& at = w.positions;
     if (at.size() < kWaitSeries || at.back() != pos || at.front() < verified_start_) continue;

@@ -215,9 +215,11 @@ void Tracer::OnLaunchIterations(const std::vector<LaunchIteration>& iterations) 
   std::nth_element(sorted.begin(), sorted.begin() + static_cast<ptrdiff_t>(sorted.size() / 2), sorted.end());
   // Nor does a loop that a host wait seen in it may yet prove to be part of the step (the
   // layers of a forward pass, synced once per pass): its window, or an anchor chosen on it,
-  // would be for part of the step. Pretrace stays on meanwhile.
+  // would be for part of the step. Pretrace stays on meanwhile. A window already open goes on
+  // to its end, so that its activities go off.
   const bool settled = finder_->settled();
-  if (settled && sorted[sorted.size() / 2] >= kMinWindowIterationNs) {
+  const bool window_open = window_ && window_->open();
+  if ((settled || window_open) && sorted[sorted.size() / 2] >= kMinWindowIterationNs) {
     StartIteration(next_index_, last.loop, last.loop_index + 1, last.launches);
   }
   for (size_t k = 0; k < iterations.size(); ++k) {

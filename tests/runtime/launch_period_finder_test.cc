@@ -345,6 +345,27 @@ TEST(LaunchPeriodFinderTest, AStepOfIdenticalBlocksEndsAtTheHostsWait) {
   for (const uint32_t n : f.settled_launches()) EXPECT_EQ(n, 24u);
 }
 
+TEST(LaunchPeriodFinderTest, AStepThatWaitsEveryIterationIsSettledDespiteAOneOffSyncAndALogEveryTenSteps) {
+  // The loss read back in every step, a device sync once (the start of a timed region, seen on
+  // the H200: it held the window back 110 steps with the tracer's activities on), and another
+  // sync every ten steps (logging): the step stays the iteration, settled throughout.
+  Feeder f;
+  const std::vector<uint64_t> body = {1, 2, 3, 4, 5, 6};
+  for (int step = 0; step < 120; ++step) {
+    for (size_t k = 0; k < body.size(); ++k) {
+      if (k == 5) f.Wait(50);  // the read back before the step's last launch
+      if (k == 0 && step == 30) f.Wait(60);
+      if (k == 0 && step % 10 == 0) f.Wait(61);
+      f.Launch(body[k], k == 0 ? 3000 * kUs : 20 * kUs);
+    }
+  }
+  EXPECT_EQ(f.finder().period(), 6u);
+  EXPECT_EQ(f.finder().loops(), 1u);
+  EXPECT_TRUE(f.finder().settled());
+  // Settled from the second step on: every iteration but the first few.
+  EXPECT_GE(f.settled_launches().size(), 110u);
+}
+
 TEST(LaunchPeriodFinderTest, ALockWithoutWaitsIsSettledAtOnceOrAfter128IterationsIfTheProgramWaitedBefore) {
   // A program that never waited: nothing to wait for.
   const std::vector<uint64_t> body = {1, 2, 3, 4, 5};

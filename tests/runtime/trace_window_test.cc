@@ -14,12 +14,16 @@ TEST(TraceWindowTest, PretraceStopsAtTheFirstLoopThenLeadInAndWindow) {
   // The finder reports a loop at its iteration 2 (0 and 1 retroactively).
   EXPECT_EQ(w.OnIterationStart(2, 1, 2, 50), Action::kDisable);
   EXPECT_EQ(w.OnIterationStart(3, 1, 3, 50), Action::kNone);
+  EXPECT_FALSE(w.open());
   EXPECT_EQ(w.OnIterationStart(4, 1, 4, 50), Action::kEnable);  // lead-in
   EXPECT_FALSE(w.Traced(4));
+  EXPECT_TRUE(w.open());  // the tracer feeds it iteration starts until it closes
   EXPECT_EQ(w.OnIterationStart(5, 1, 5, 50), Action::kNone);
   EXPECT_EQ(w.OnIterationStart(6, 1, 6, 50), Action::kNone);
   EXPECT_EQ(w.OnIterationStart(7, 1, 7, 50), Action::kNone);
+  EXPECT_TRUE(w.open());
   EXPECT_EQ(w.OnIterationStart(8, 1, 8, 50), Action::kDisable);
+  EXPECT_FALSE(w.open());
   EXPECT_EQ(w.OnIterationStart(9, 1, 9, 50), Action::kNone);
   for (uint64_t i = 0; i < 12; ++i) EXPECT_EQ(w.Traced(i), i >= 5 && i < 8) << i;
   ASSERT_EQ(w.windows().size(), 1u);

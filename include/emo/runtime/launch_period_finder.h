@@ -37,7 +37,9 @@
 //    ends in a host wait for the GPU (a device, stream or event synchronize, a blocking copy)
 //    has the wait every m·P launches, m >= 2, and in no repetition between. The caller reports
 //    such waits (AddWait); one call that came before the same launch every m·P launches, six
-//    times in a row within the lock, re-locks the loop at m·P with its top after the wait.
+//    times in a row within the lock, re-locks the loop at m·P with its top after the wait,
+//    unless a wait already comes in every iteration (the loss read back each step: then a
+//    one-off sync or a log every ten steps is no step of its own).
 //    Host times between launches say nothing of the GPU's pace where the host runs ahead and
 //    catches up at a wait, so the iteration spans from wait to wait. A loop that logs its loss
 //    every ten steps and syncs only then is traced ten steps at a time, for the same reason.
@@ -92,8 +94,9 @@ class LaunchPeriodFinder {
 
   // True while a period is locked.
   bool locked() const { return locked_; }
-  // True while a period is locked and no host wait may yet prove the step longer: each wait
-  // seen in the lock came in every iteration, or at uneven or overdue spacings; or none came in
+  // True while a period is locked and no host wait may yet prove the step longer: a wait comes
+  // in every iteration (the step spans wait to wait already); or each wait seen in the lock
+  // came at uneven or overdue spacings; or none came in
   // it, for 128 periods (the first may end a step of that many repetitions) when the program
   // has waited before, at once when it never has. A wait that came once (for 128 periods after
   // it) or at equal spacings of m·P, m >= 2, fewer than six times, keeps the lock unsettled.
@@ -141,6 +144,7 @@ class LaunchPeriodFinder {
   void Track(uint64_t pos, std::vector<LaunchIteration>* out);
   void Probation(uint64_t pos, std::vector<LaunchIteration>* out);
   bool StepEndsInWait(uint64_t pos, std::vector<LaunchIteration>* out);
+  bool WaitsEveryIteration() const;
   LaunchIteration Make(uint64_t first, uint64_t next_first);
   void Publish(std::vector<LaunchIteration>* out);
 

@@ -47,6 +47,8 @@ class TraceWindow {
   bool Traced(uint64_t index) const;
   // True while activities should be on.
   bool enabled() const { return enabled_; }
+  // True while a window is open: its iterations have begun and not all have been seen.
+  bool open() const { return state_ == State::kOpen; }
   // The windows taken so far, oldest first; the last one is open while enabled() and its
   // iterations are not all done.
   const std::vector<Window>& windows() const { return windows_; }
