@@ -96,10 +96,10 @@ class LaunchPeriodFinder {
   bool locked() const { return locked_; }
   // True while a period is locked and no host wait may yet prove the step longer: a wait comes
   // in every iteration (the step spans wait to wait already); or each wait seen in the lock
-  // came at uneven or overdue spacings; or none came in
-  // it, for 128 periods (the first may end a step of that many repetitions) when the program
-  // has waited before, at once when it never has. A wait that came once (for 128 periods after
-  // it) or at equal spacings of m·P, m >= 2, fewer than six times, keeps the lock unsettled.
+  // came at uneven or overdue spacings; or none came in it, for 128 periods (the first may end
+  // a step of that many repetitions) when the program has waited before, at once when it never
+  // has. A wait that came once (for 128 periods after it) or at equal spacings of m·P, m >= 2,
+  // fewer than six times, keeps the lock unsettled.
   // A trace window taken on a lock that is not settled may be taken on a part of the step. So
   // may one taken in a program's first step before its first wait: nothing tells it yet.
   bool settled() const;
