@@ -406,6 +406,19 @@ bool LaunchPeriodFinder::WaitsEveryIteration() const {
   return false;
 }
 
+uint64_t LaunchPeriodFinder::OuterSpacing(const WaitRun& w, size_t* seen) const {
+  const auto first = std::lower_bound(w.positions.begin(), w.positions.end(), verified_start_);
+  *seen = static_cast<size_t>(w.positions.end() - first);
+  if (*seen < 2) return 0;
+  const uint64_t spacing = w.positions.back() - *(w.positions.end() - 2);
+  // A wait in every iteration (spacing P) is part of the step already.
+  if (spacing <= length_ || spacing % length_ != 0 || spacing > options_.max_period) return 0;
+  for (auto it = first + 1; it != w.positions.end(); ++it) {
+    if (*it - *(it - 1) != spacing) return 0;
+  }
+  return spacing;
+}
+
 bool LaunchPeriodFinder::settled() const {
   if (!locked_) return false;
   // The iteration spans from wait to wait already: other waits (a one-off sync, a log every
@@ -414,22 +427,12 @@ bool LaunchPeriodFinder::settled() const {
   const uint64_t horizon = std::min<uint64_t>(options_.max_period, kWaitHorizon * length_);
   bool waited = false;
   for (const WaitRun& w : waits_) {
-    const auto first = std::lower_bound(w.positions.begin(), w.positions.end(), verified_start_);
-    const auto seen = static_cast<size_t>(w.positions.end() - first);
+    size_t seen = 0;
+    const uint64_t spacing = OuterSpacing(w, &seen);
     if (seen == 0) continue;
     waited = true;
     const uint64_t since = n_ - w.positions.back();
-    if (seen == 1) {
-      if (since <= horizon) return false;
-      continue;
-    }
-    const uint64_t spacing = w.positions.back() - *(w.positions.end() - 2);
-    if (spacing <= length_ || spacing % length_ != 0 || spacing > options_.max_period || since > spacing + length_) {
-      continue;
-    }
-    bool even = true;
-    for (auto it = first + 1; it != w.positions.end() && even; ++it) even = *it - *(it - 1) == spacing;
-    if (even) return false;
+    if (seen == 1 ? since <= horizon : spacing != 0 && since <= spacing + length_) return false;
   }
   // No wait in the lock yet from a program that has waited before: the first may still come,
   // at the end of a step of up to kWaitHorizon periods. One that never waited is taken at its
@@ -440,14 +443,9 @@ bool LaunchPeriodFinder::settled() const {
 bool LaunchPeriodFinder::StepEndsInWait(uint64_t pos, std::vector<LaunchIteration>* out) {
   if (WaitsEveryIteration()) return false;
   for (const WaitRun& w : waits_) {
-    const std::vector<uint64_t>& at = w.positions;
-    if (at.size() < kWaitSeries || at.back() != pos || at.front() < verified_start_) continue;
-    // A wait in every iteration (S = P) is part of the step already.
-    const uint64_t spacing = at[1] - at[0];
-    if (spacing <= length_ || spacing % length_ != 0 || spacing > options_.max_period) continue;
-    bool even = true;
-    for (size_t k = 2; k < at.size() && even; ++k) even = at[k] - at[k - 1] == spacing;
-    if (!even) continue;
+    size_t seen = 0;
+    const uint64_t spacing = OuterSpacing(w, &seen);
+    if (seen < kWaitSeries || w.positions.back() != pos || spacing == 0) continue;
     // As when probation re-locks: the iteration in progress ends here, unfinished, and the
     // first of the longer loop starts with this launch.
     previous_template_ = template_;

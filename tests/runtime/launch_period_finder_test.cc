@@ -36,6 +36,16 @@ class Feeder {
     for (size_t i = 0; i < body.size(); ++i) Launch(body[i], i == 0 ? top_gap : gap);
   }
 
+  // `steps` repetitions of `body`, 3 ms before each one's first launch and 20 us before the
+  // others; `waits(step, k)` reports the host waits made before launch k of that step.
+  void Steps(const std::vector<uint64_t>& body, int steps, const std::function<void(int, size_t)>& waits) {
+    for (int step = 0; step < steps; ++step) {
+      for (size_t k = 0; k < body.size(); ++k) {
+        waits(step, k);
+        Launch(body[k], k == 0 ? 3000 * kUs : 20 * kUs);
+      }
+    }
+  }
   // A host wait for the GPU before the next launch.
   void Wait(uint64_t call) {
     finder_.AddWait(call);
@@ -350,15 +360,11 @@ TEST(LaunchPeriodFinderTest, AStepThatWaitsEveryIterationIsSettledDespiteAOneOff
   // the H200: it held the window back 110 steps with the tracer's activities on), and another
   // sync every ten steps (logging): the step stays the iteration, settled throughout.
   Feeder f;
-  const std::vector<uint64_t> body = {1, 2, 3, 4, 5, 6};
-  for (int step = 0; step < 120; ++step) {
-    for (size_t k = 0; k < body.size(); ++k) {
-      if (k == 5) f.Wait(50);  // the read back before the step's last launch
-      if (k == 0 && step == 30) f.Wait(60);
-      if (k == 0 && step % 10 == 0) f.Wait(61);
-      f.Launch(body[k], k == 0 ? 3000 * kUs : 20 * kUs);
-    }
-  }
+  f.Steps({1, 2, 3, 4, 5, 6}, 120, [&f](int step, size_t k) {
+    if (k == 5) f.Wait(50);  // the read back before the step's last launch
+    if (k == 0 && step == 30) f.Wait(60);
+    if (k == 0 && step % 10 == 0) f.Wait(61);
+  });
   EXPECT_EQ(f.finder().period(), 6u);
   EXPECT_EQ(f.finder().loops(), 1u);
   EXPECT_TRUE(f.finder().settled());
@@ -392,18 +398,14 @@ TEST(LaunchPeriodFinderTest, AWaitInEveryStepOrAtUnevenSpacingLeavesTheStep) {
   std::mt19937_64 rng(3);
   std::uniform_int_distribution<int> every(2, 7);
   Feeder f;
-  const std::vector<uint64_t> body = {1, 2, 3, 4, 5, 6, 7, 8};
   int next_check = every(rng);
-  for (int step = 0; step < 200; ++step) {
-    for (size_t k = 0; k < body.size(); ++k) {
-      if (k == 6) f.Wait(50);  // the loss read back, mid-step
-      if (k == 0 && step == next_check) {
-        f.Wait(51);
-        next_check += every(rng);
-      }
-      f.Launch(body[k], k == 0 ? 3000 * kUs : 20 * kUs);
+  f.Steps({1, 2, 3, 4, 5, 6, 7, 8}, 200, [&](int step, size_t k) {
+    if (k == 6) f.Wait(50);  // the loss read back, mid-step
+    if (k == 0 && step == next_check) {
+      f.Wait(51);
+      next_check += every(rng);
     }
-  }
+  });
   EXPECT_EQ(f.finder().period(), 8u);
   EXPECT_EQ(f.finder().loops(), 1u);
   EXPECT_GE(f.iterations().size(), 190u);

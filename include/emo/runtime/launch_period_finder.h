@@ -50,6 +50,7 @@
 // retroactively from the history, so the first ones are not lost to the verification.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <vector>
 
@@ -145,6 +146,10 @@ class LaunchPeriodFinder {
   void Probation(uint64_t pos, std::vector<LaunchIteration>* out);
   bool StepEndsInWait(uint64_t pos, std::vector<LaunchIteration>* out);
   bool WaitsEveryIteration() const;
+  struct WaitRun;
+  // The spacing of a call's waits within the lock (`seen` of them) when they are evenly spaced
+  // at m·P, m >= 2: the step they may end. 0 otherwise, or with fewer than two.
+  uint64_t OuterSpacing(const WaitRun& w, std::size_t* seen) const;
   LaunchIteration Make(uint64_t first, uint64_t next_first);
   void Publish(std::vector<LaunchIteration>* out);
 
