@@ -20,6 +20,11 @@ training, the generated tokens copied to the host in decode), as user code does.
   - with `--emo-trace OUT`, traces the timed region with `with emo.trace(OUT, warmup=..,
     iterations=..)` (EMO's tracer in-process) and adds emo_trace: the block's summary (as
     `emo trace --json` gives it per file, without the per-iteration list);
+  - with `--cpu-probe N`, runs a fixed piece of pure-Python work (N rounds of integer arithmetic,
+    no CUDA call, so no tracer callback) after every step, outside the step's timing, and
+    reports its time per step (probe_ms): a gauge of how fast the host ran the interpreter at
+    that moment, against which a bench can set the step times of runs on a host whose speed
+    drifts (bench/gpu/overhead_summary.py);
   - prints ONE JSON line on stdout (everything else goes to stderr):
     {"workload", "median_step_ms", "steps", "timed_steps", ..., "step_ms": [every step, warm-up
     included, in order]}.
@@ -56,6 +61,8 @@ def add_args(ap, steps, warmup):
     ap.add_argument("--emo-trace-monitor", action="store_true", help="emo.trace(monitor=True): time and energy only")
     ap.add_argument("--emo-trace-steps", type=int, default=-1,
                     help="emo.trace: end the block after this many timed steps (default: the whole timed region)")
+    ap.add_argument("--cpu-probe", type=int, default=0, metavar="N",
+                    help="after each step, time N rounds of pure-Python arithmetic (adds probe_ms; default 0: off)")
     ap.add_argument("--no-step-list", action="store_true", help="leave out step_ms (the list of every step)")
     ap.add_argument("--device", type=int, default=0, help="CUDA device index (default 0)")
     ap.add_argument("--seed", type=int, default=0)
@@ -70,6 +77,15 @@ def _stats(ms):
         return {"median": None, "mean": None, "p10": None, "p90": None, "n": 0}
     q = statistics.quantiles(ms, n=10) if len(ms) >= 2 else [ms[0]] * 9
     return {"median": statistics.median(ms), "mean": statistics.fmean(ms), "p10": q[0], "p90": q[-1], "n": len(ms)}
+
+
+def _cpu_probe(rounds):
+    """Milliseconds to run `rounds` rounds of pure-Python integer arithmetic (no CUDA call)."""
+    t0 = time.perf_counter()
+    x = 0
+    for i in range(rounds):
+        x = (x * 31 + i) & 0xFFFF
+    return (time.perf_counter() - t0) * 1e3
 
 
 def _profiler(args, torch):
@@ -109,7 +125,7 @@ def run(workload, args, step, extra=None):
         sys.exit(f"{workload}: the timed region ({args.steps - args.warmup} steps) is shorter than the profiler "
                  f"schedule ({args.prof_wait}+{args.prof_warmup}+{args.prof_active})")
     nvtx = torch.cuda.nvtx if args.nvtx else None
-    step_ms, step_cpu_ms = [], []
+    step_ms, step_cpu_ms, probe_ms = [], [], []
 
     def one():
         c0 = time.thread_time()
@@ -121,6 +137,8 @@ def run(workload, args, step, extra=None):
             nvtx.range_pop()
         step_ms.append((time.perf_counter() - t0) * 1e3)
         step_cpu_ms.append((time.thread_time() - c0) * 1e3)
+        if args.cpu_probe > 0:
+            probe_ms.append(_cpu_probe(args.cpu_probe))
 
     for _ in range(args.warmup):
         one()
@@ -219,7 +237,12 @@ def run(workload, args, step, extra=None):
         extra = extra()
     if extra:
         out.update(extra)
+    if probe_ms:
+        out["cpu_probe_rounds"] = args.cpu_probe
+        out["median_probe_ms"] = _stats(probe_ms[args.warmup:])["median"]
     if not args.no_step_list:
         out["step_ms"] = [round(x, 4) for x in step_ms]
+        if probe_ms:
+            out["probe_ms"] = [round(x, 4) for x in probe_ms]
     sys.stdout.write(json.dumps(out) + "\n")
     sys.stdout.flush()

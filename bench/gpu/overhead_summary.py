@@ -20,6 +20,11 @@ NVML energy per step):
                                   the window, the same step indices in every mode, so a loop whose
                                   steps drift over the run is compared like with like);
                                   ratios.<mode>_after_over_plain_after_paired_median
+  after_median_step_per_probe     the same steps, each divided by the CPU probe that ran right after
+  (per run)                       it (the program's --cpu-probe): the step in units of the host's
+                                  speed at that moment; ratios.<mode>_after_per_probe_over_plain_paired
+                                  (_median). A gauge, not a correction: the probe scales with the
+                                  host's speed, the GPU's share of a step does not.
   emo.reported_untraced_step_ms   emo's own untraced step time (iteration_time_us.untraced of
                                   its --json, or of `emo analyze --json` of its trace; else a
                                   number on a line of its output that says "untraced"); null if none
@@ -144,6 +149,10 @@ def collect(work, emo_warmup, emo_iters):
         if isinstance(steps, list) and isinstance(warm, int):
             first_after = max(warm, emo_warmup + emo_iters + AFTER_MARGIN)
             rec["after_median_step_ms"] = med([x for i, x in enumerate(steps) if i >= first_after])
+            probe = (line or {}).get("probe_ms")
+            if isinstance(probe, list) and len(probe) == len(steps):
+                rec["after_median_step_per_probe"] = med([x / q for i, (x, q) in enumerate(zip(steps, probe))
+                                                          if i >= first_after and q > 0])
         if m["mode"] in EMO_MODES:
             docs = [(os.path.basename(p), load_json(p)) for p in (base + ".emo.json", base + ".analyze.json")]
             rec["emo"] = emo_fields(docs)
@@ -280,6 +289,13 @@ def summarize(runs, meta):
                 paired = [ratio(r.get("after_median_step_ms"), plain_after.get(r["round"])) for r in recs]
                 rat[f"{key}_after_over_plain_after_paired"] = paired
                 rat[f"{key}_after_over_plain_after_paired_median"] = med([x for x in paired if x is not None])
+        plain_probe = {r["round"]: r.get("after_median_step_per_probe") for r in plain}
+        for key in (*EMO_MODES, *RUN_MODES, "monitor"):
+            recs = [r for r in modes.get(key, []) if r.get("after_median_step_per_probe")]
+            if recs and any(plain_probe.values()):
+                paired = [ratio(r["after_median_step_per_probe"], plain_probe.get(r["round"])) for r in recs]
+                rat[f"{key}_after_per_probe_over_plain_paired"] = paired
+                rat[f"{key}_after_per_probe_over_plain_paired_median"] = med([x for x in paired if x is not None])
         for key in EMO_MODES:
             if key not in w:
                 continue
@@ -325,6 +341,8 @@ def main():
               f"emo untraced/outside {fmt(r.get('emo_reported_untraced_over_program_outside'))}; "
               f"after the window, paired: emo {fmt(r.get('emo_after_over_plain_after_paired_median'))}, "
               f"monitor {fmt(r.get('monitor_after_over_plain_after_paired_median'))}; "
+              f"in units of the CPU probe: emo {fmt(r.get('emo_after_per_probe_over_plain_paired_median'))}, "
+              f"monitor {fmt(r.get('monitor_after_per_probe_over_plain_paired_median'))}; "
               f"torchprof profiled/plain {fmt(r.get('torchprof_profiled_over_plain'))}, "
               f"unprofiled/plain {fmt(r.get('torchprof_unprofiled_over_plain'))}")
     print(f"summary: {path}")
