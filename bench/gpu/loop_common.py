@@ -25,6 +25,10 @@ training, the generated tokens copied to the host in decode), as user code does.
     reports its time per step (probe_ms): a gauge of how fast the host ran the interpreter at
     that moment, against which a bench can set the step times of runs on a host whose speed
     drifts (bench/gpu/overhead_summary.py);
+  - reports the CPU time of the tracer's own threads over the timed region, per step
+    (emo_threads_cpu_ms_per_step, by name: the injection library names them emo-control,
+    emo-writer, emo-gpu, emo-clocks; absent when none runs), from /proc/self/task: a figure of
+    the tracer's background cost that the host's speed scales but no other process moves;
   - prints ONE JSON line on stdout (everything else goes to stderr):
     {"workload", "median_step_ms", "steps", "timed_steps", ..., "step_ms": [every step, warm-up
     included, in order]}.
@@ -86,6 +90,35 @@ def _cpu_probe(rounds):
     for i in range(rounds):
         x = (x * 31 + i) & 0xFFFF
     return (time.perf_counter() - t0) * 1e3
+
+
+def _emo_threads_cpu_ns():
+    """CPU time (ns) of each of this process's threads whose name starts with "emo-", summed by
+    name: /proc/self/task/<tid>/schedstat (ns on the CPU), else stat's utime+stime (ticks)."""
+    out = {}
+    tick_ns = 1e9 / os.sysconf("SC_CLK_TCK")
+    try:
+        tasks = os.listdir("/proc/self/task")
+    except OSError:
+        return out
+    for tid in tasks:
+        base = f"/proc/self/task/{tid}"
+        try:
+            with open(f"{base}/comm") as f:
+                name = f.read().strip()
+            if not name.startswith("emo-"):
+                continue
+            try:
+                with open(f"{base}/schedstat") as f:
+                    ns = int(f.read().split()[0])
+            except (OSError, ValueError, IndexError):
+                with open(f"{base}/stat") as f:
+                    fields = f.read().rsplit(")", 1)[1].split()
+                ns = (int(fields[11]) + int(fields[12])) * tick_ns  # utime, stime (fields 14, 15)
+        except (OSError, ValueError, IndexError):
+            continue  # the thread ended meanwhile
+        out[name] = out.get(name, 0) + ns
+    return out
 
 
 def _profiler(args, torch):
@@ -173,6 +206,7 @@ def run(workload, args, step, extra=None):
     block = contextlib.ExitStack()
     if tracer:
         block.enter_context(tracer)
+    emo_cpu0 = _emo_threads_cpu_ns()
     t_region = time.perf_counter()
     if prof:
         with prof:
@@ -189,6 +223,7 @@ def run(workload, args, step, extra=None):
             one()
     torch.cuda.synchronize()
     region_s = time.perf_counter() - t_region
+    emo_cpu1 = _emo_threads_cpu_ns()
     block.close()
     m = monitor.end_window("timed region") if monitor else None
     e = energy.stop(timed) if energy else None
@@ -237,6 +272,10 @@ def run(workload, args, step, extra=None):
         extra = extra()
     if extra:
         out.update(extra)
+    if emo_cpu1:
+        by_name = {k: (v - emo_cpu0.get(k, 0)) / 1e6 / timed for k, v in sorted(emo_cpu1.items())}
+        out["emo_threads_cpu_ms_per_step"] = sum(by_name.values())
+        out["emo_threads_cpu_ms_per_step_by_name"] = by_name
     if probe_ms:
         out["cpu_probe_rounds"] = args.cpu_probe
         out["median_probe_ms"] = _stats(probe_ms[args.warmup:])["median"]

@@ -31,6 +31,9 @@ NVML energy per step):
   emo.reported_traced_step_ms     iteration_time_us.measured, where present
   torchprof.unprofiled_median_step_ms / profiled_median_step_ms / after_profiler_median_step_ms
   energy_per_step_j per mode (from --nvml-energy), and emo's energy.measured_j_per_iteration
+  <mode>.emo_threads_cpu_ms_per_step  CPU time of the tracer's threads (named emo-*) over the
+                                  timed region, per step (the program's /proc/self/task reads);
+                                  ratios.<mode>_threads_cpu_over_plain_step: that over plain's step
   ratios: each of the above over plain, emo's untraced over the program's outside-window steps.
 """
 import argparse
@@ -254,6 +257,14 @@ def summarize(runs, meta):
                             "failed_runs": sum(1 for r in mon if r["rc"] != 0 or not r["program"])}
         p = w["plain"]["median_step_ms"]["median"]
         rat = {}
+        # The tracer's own threads (named emo-*): their CPU time per step, and the program's
+        # main thread's, per mode under EMO.
+        for key in (*EMO_MODES, "monitor", *RUN_MODES):
+            recs = modes.get(key, [])
+            if key in w and recs:
+                w[key].setdefault("median_step_cpu_ms", agg(recs, "median_step_cpu_ms"))
+                w[key]["emo_threads_cpu_ms_per_step"] = agg(recs, "emo_threads_cpu_ms_per_step")
+                rat[f"{key}_threads_cpu_over_plain_step"] = ratio(w[key]["emo_threads_cpu_ms_per_step"]["median"], p)
         for key in RUN_MODES:  # the actuator's own cost: emo run (dry-run) against plain and against emo monitor
             run = modes.get(key, [])
             if not run:
@@ -343,6 +354,7 @@ def main():
               f"monitor {fmt(r.get('monitor_after_over_plain_after_paired_median'))}; "
               f"in units of the CPU probe: emo {fmt(r.get('emo_after_per_probe_over_plain_paired_median'))}, "
               f"monitor {fmt(r.get('monitor_after_per_probe_over_plain_paired_median'))}; "
+              f"tracer threads' CPU over plain's step: emo {fmt(r.get('emo_threads_cpu_over_plain_step'))}; "
               f"torchprof profiled/plain {fmt(r.get('torchprof_profiled_over_plain'))}, "
               f"unprofiled/plain {fmt(r.get('torchprof_unprofiled_over_plain'))}")
     print(f"summary: {path}")

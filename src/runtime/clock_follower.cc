@@ -1,6 +1,7 @@
 #include "clock_follower.h"
 
 #include "clock_reference.h"
+#include "thread_name.h"
 #include "trace_writer.h"
 
 #include <fcntl.h>
@@ -52,7 +53,10 @@ bool ClockFollower::Load(const std::string& schedule_path, std::string* error) {
 
 void ClockFollower::Start(const DriverApi* driver) {
   driver_ = driver;
-  thread_ = std::thread([this] { Run(); });
+  thread_ = std::thread([this] {
+    NameThisThread("emo-clocks");
+    Run();
+  });
 }
 
 void ClockFollower::OnDevice(uint32_t ordinal) {

@@ -11,6 +11,7 @@
 #include <string>
 
 #include "nvml_library.h"
+#include "thread_name.h"
 
 namespace emo::runtime {
 namespace {
@@ -123,7 +124,10 @@ void GpuMonitor::Start(const ClockReference& clock, const DriverApi* driver, Rec
   std::lock_guard<std::mutex> lock(mutex_);
   nvml_status_ = nvml_ok_ ? "loaded" : why;
   started_ = true;
-  thread_ = std::thread([this] { Run(); });
+  thread_ = std::thread([this] {
+    NameThisThread("emo-gpu");
+    Run();
+  });
 }
 
 std::string GpuMonitor::nvml_status() const {

@@ -11,6 +11,7 @@
 #include <cstring>
 
 #include "cupti_check.h"
+#include "thread_name.h"
 
 namespace emo::runtime {
 namespace {
@@ -107,7 +108,10 @@ bool TraceWriter::Start(int fd, std::string path, size_t pool_bytes,
     std::lock_guard<std::mutex> lock(mutex_);
     accepting_ = true;
   }
-  thread_ = std::thread([this] { Run(); });
+  thread_ = std::thread([this] {
+    NameThisThread("emo-writer");
+    Run();
+  });
   return true;
 }
 

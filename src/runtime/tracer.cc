@@ -19,6 +19,7 @@
 #include <span>
 
 #include "cupti_check.h"
+#include "thread_name.h"
 
 namespace emo::runtime {
 namespace {
@@ -486,7 +487,10 @@ bool Tracer::Start(const InjectConfig& config, std::string* error, Begin begin) 
   // whose iterations are never found is traced from start to exit.
   if (config_.mode == TraceMode::kTrace) SetActivities(true);
   if (clock_follower_) clock_follower_->Start(&driver_);
-  control_ = std::thread([this] { ControlLoop(); });
+  control_ = std::thread([this] {
+    NameThisThread("emo-control");
+    ControlLoop();
+  });
   return true;
 }
 

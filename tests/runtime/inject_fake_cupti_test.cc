@@ -136,6 +136,20 @@ class Loop {
   int64_t time_ = 2'000'000'000;
 };
 
+// In the child: writes "thread <name>" to stderr for each of the process's threads.
+void SayThreadNames() {
+  std::error_code ec;
+  for (const auto& task : std::filesystem::directory_iterator("/proc/self/task", ec)) {
+    std::ifstream comm(task.path() / "comm");
+    std::string name;
+    if (std::getline(comm, name)) std::fprintf(stderr, "thread %s\n", name.c_str());
+  }
+}
+
+bool SaidThread(const std::string& err, const std::string& name) {
+  return err.find("thread " + name + "\n") != std::string::npos;
+}
+
 void Wait(const Hooks& h, int on, const char* where) {
   if (!h.wait_kernels(on, kWaitMs))
     std::fprintf(stderr, "TEST: activities did not turn %s %s\n", on ? "on" : "off", where);
@@ -722,8 +736,12 @@ TEST_F(InjectFakeCuptiTest, TheGpuThreadReadsEnergyPowerAndTheSmClockFromNvmlAnd
                                      loop.Iteration();
                                      std::this_thread::sleep_for(std::chrono::milliseconds(10));
                                    }
+                                   SayThreadNames();
                                  });
   EXPECT_EQ(r.exit_code, 0) << r.err;
+  // The library's threads carry their names (top -H, gdb, a bench adding up their CPU time).
+  for (const char* name : {"emo-control", "emo-writer", "emo-gpu"}) EXPECT_TRUE(SaidThread(r.err, name)) << name << r.err;
+  EXPECT_FALSE(SaidThread(r.err, "emo-clocks")) << "no plan, no clock thread\n" << r.err;
   // The stand-in has no power sample ring: the thread says so once and reads the power instead.
   EXPECT_NE(r.err.find("sampling nvmlDeviceGetPowerUsage instead"), std::string::npos) << r.err;
   const std::vector<Chunk> chunks = Read("0");
@@ -961,8 +979,10 @@ TEST_F(InjectRunTest, DryRunLogsTheSwitchesWithTheirPacksAndChangesNothing) {
       for (size_t at = text.find("\"lock\""); at != std::string::npos; at = text.find("\"lock\"", at + 1)) ++locks;
       if (locks >= 2) ++after;
     }
+    SayThreadNames();
   });
   EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_TRUE(SaidThread(r.err, "emo-clocks")) << r.err;
   EXPECT_TRUE(ControlCalls().empty());
   const auto lines = Lines(ReadText(dir_ / "switches.jsonl"));
   ASSERT_GE(lines.size(), 3u);
