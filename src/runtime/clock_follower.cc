@@ -53,10 +53,7 @@ bool ClockFollower::Load(const std::string& schedule_path, std::string* error) {
 
 void ClockFollower::Start(const DriverApi* driver) {
   driver_ = driver;
-  thread_ = std::thread([this] {
-    NameThisThread("emo-clocks");
-    Run();
-  });
+  thread_ = StartNamedThread("emo-clocks", [this] { Run(); });
 }
 
 void ClockFollower::OnDevice(uint32_t ordinal) {

@@ -124,10 +124,7 @@ void GpuMonitor::Start(const ClockReference& clock, const DriverApi* driver, Rec
   std::lock_guard<std::mutex> lock(mutex_);
   nvml_status_ = nvml_ok_ ? "loaded" : why;
   started_ = true;
-  thread_ = std::thread([this] {
-    NameThisThread("emo-gpu");
-    Run();
-  });
+  thread_ = StartNamedThread("emo-gpu", [this] { Run(); });
 }
 
 std::string GpuMonitor::nvml_status() const {

@@ -5,10 +5,20 @@
 
 #include <pthread.h>
 
+#include <thread>
+#include <utility>
+
 namespace emo::runtime {
 
-// Names the calling thread (Linux keeps at most 15 characters; every name here is shorter). A
-// thread left unnamed works the same, so a failure is ignored.
-inline void NameThisThread(const char* name) { (void)pthread_setname_np(pthread_self(), name); }
+// Starts a thread that names itself `name` (a string literal: Linux keeps at most 15
+// characters, and every name here is shorter), then runs `body`. A thread left unnamed works the
+// same, so a failure to name it is ignored.
+template <typename Body>
+std::thread StartNamedThread(const char* name, Body body) {
+  return std::thread([name, body = std::move(body)]() mutable {
+    (void)pthread_setname_np(pthread_self(), name);
+    body();
+  });
+}
 
 }  // namespace emo::runtime

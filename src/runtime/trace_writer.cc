@@ -108,10 +108,7 @@ bool TraceWriter::Start(int fd, std::string path, size_t pool_bytes,
     std::lock_guard<std::mutex> lock(mutex_);
     accepting_ = true;
   }
-  thread_ = std::thread([this] {
-    NameThisThread("emo-writer");
-    Run();
-  });
+  thread_ = StartNamedThread("emo-writer", [this] { Run(); });
   return true;
 }
 

@@ -487,10 +487,7 @@ bool Tracer::Start(const InjectConfig& config, std::string* error, Begin begin) 
   // whose iterations are never found is traced from start to exit.
   if (config_.mode == TraceMode::kTrace) SetActivities(true);
   if (clock_follower_) clock_follower_->Start(&driver_);
-  control_ = std::thread([this] {
-    NameThisThread("emo-control");
-    ControlLoop();
-  });
+  control_ = StartNamedThread("emo-control", [this] { ControlLoop(); });
   return true;
 }
 
