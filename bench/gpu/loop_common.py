@@ -29,6 +29,11 @@ training, the generated tokens copied to the host in decode), as user code does.
     (emo_threads_cpu_ms_per_step, by name: the injection library names them emo-control,
     emo-writer, emo-gpu, emo-clocks; absent when none runs), from /proc/self/task: a figure of
     the tracer's background cost that the host's speed scales but no other process moves;
+  - with `--instructions`, counts the instructions retired by the main thread in each step, and by
+    the tracer's threads over the timed region (perf_event_open through perf_counter.py):
+    step_instructions, median_step_instructions, emo_threads_instructions_per_step. Unlike times,
+    these counts do not move with the host's speed, so what a tracer adds to the program's thread
+    shows between processes; where the host has no counter, instructions_unavailable says why;
   - prints ONE JSON line on stdout (everything else goes to stderr):
     {"workload", "median_step_ms", "steps", "timed_steps", ..., "step_ms": [every step, warm-up
     included, in order]}.
@@ -67,6 +72,9 @@ def add_args(ap, steps, warmup):
                     help="emo.trace: end the block after this many timed steps (default: the whole timed region)")
     ap.add_argument("--cpu-probe", type=int, default=0, metavar="N",
                     help="after each step, time N rounds of pure-Python arithmetic (adds probe_ms; default 0: off)")
+    ap.add_argument("--instructions", action="store_true",
+                    help="count the instructions retired per step by the main thread and by the tracer's threads "
+                         "(perf_event_open; adds step_instructions, median_step_instructions)")
     ap.add_argument("--no-step-list", action="store_true", help="leave out step_ms (the list of every step)")
     ap.add_argument("--device", type=int, default=0, help="CUDA device index (default 0)")
     ap.add_argument("--seed", type=int, default=0)
@@ -92,22 +100,32 @@ def _cpu_probe(rounds):
     return (time.perf_counter() - t0) * 1e3
 
 
-def _emo_threads_cpu_ns():
-    """CPU time (ns) of each of this process's threads whose name starts with "emo-", summed by
-    name: /proc/self/task/<tid>/schedstat (ns on the CPU), else stat's utime+stime (ticks)."""
+def _emo_thread_ids():
+    """{tid: name} of this process's threads whose name starts with "emo-"."""
     out = {}
-    tick_ns = 1e9 / os.sysconf("SC_CLK_TCK")
     try:
         tasks = os.listdir("/proc/self/task")
     except OSError:
         return out
     for tid in tasks:
+        try:
+            with open(f"/proc/self/task/{tid}/comm") as f:
+                name = f.read().strip()
+        except OSError:
+            continue
+        if name.startswith("emo-"):
+            out[int(tid)] = name
+    return out
+
+
+def _emo_threads_cpu_ns():
+    """CPU time (ns) of each of this process's threads whose name starts with "emo-", summed by
+    name: /proc/self/task/<tid>/schedstat (ns on the CPU), else stat's utime+stime (ticks)."""
+    out = {}
+    tick_ns = 1e9 / os.sysconf("SC_CLK_TCK")
+    for tid, name in _emo_thread_ids().items():
         base = f"/proc/self/task/{tid}"
         try:
-            with open(f"{base}/comm") as f:
-                name = f.read().strip()
-            if not name.startswith("emo-"):
-                continue
             try:
                 with open(f"{base}/schedstat") as f:
                     ns = int(f.read().split()[0])
@@ -158,9 +176,16 @@ def run(workload, args, step, extra=None):
         sys.exit(f"{workload}: the timed region ({args.steps - args.warmup} steps) is shorter than the profiler "
                  f"schedule ({args.prof_wait}+{args.prof_warmup}+{args.prof_active})")
     nvtx = torch.cuda.nvtx if args.nvtx else None
-    step_ms, step_cpu_ms, probe_ms = [], [], []
+    step_ms, step_cpu_ms, probe_ms, step_instr = [], [], [], []
+    counter = None
+    if args.instructions:
+        from perf_counter import ThreadInstructions
+        counter = ThreadInstructions()
+        if not counter.ok:
+            log(f"{workload}: no instruction counts: {counter.why}")
 
     def one():
+        i0 = counter.read() if counter and counter.ok else None
         c0 = time.thread_time()
         t0 = time.perf_counter()
         if nvtx:
@@ -170,6 +195,8 @@ def run(workload, args, step, extra=None):
             nvtx.range_pop()
         step_ms.append((time.perf_counter() - t0) * 1e3)
         step_cpu_ms.append((time.thread_time() - c0) * 1e3)
+        if i0 is not None:
+            step_instr.append(counter.read() - i0)
         if args.cpu_probe > 0:
             probe_ms.append(_cpu_probe(args.cpu_probe))
 
@@ -207,6 +234,13 @@ def run(workload, args, step, extra=None):
     if tracer:
         block.enter_context(tracer)
     emo_cpu0 = _emo_threads_cpu_ns()
+    emo_counters = {}
+    if counter and counter.ok:
+        from perf_counter import ThreadInstructions
+        for tid, name in _emo_thread_ids().items():
+            c = ThreadInstructions(tid)
+            if c.ok:
+                emo_counters[tid] = (name, c, c.read())
     t_region = time.perf_counter()
     if prof:
         with prof:
@@ -224,6 +258,10 @@ def run(workload, args, step, extra=None):
     torch.cuda.synchronize()
     region_s = time.perf_counter() - t_region
     emo_cpu1 = _emo_threads_cpu_ns()
+    emo_instr = {}
+    for name, c, n0 in emo_counters.values():
+        emo_instr[name] = emo_instr.get(name, 0) + c.read() - n0
+        c.close()
     block.close()
     m = monitor.end_window("timed region") if monitor else None
     e = energy.stop(timed) if energy else None
@@ -276,6 +314,15 @@ def run(workload, args, step, extra=None):
         by_name = {k: (v - emo_cpu0.get(k, 0)) / 1e6 / timed for k, v in sorted(emo_cpu1.items())}
         out["emo_threads_cpu_ms_per_step"] = sum(by_name.values())
         out["emo_threads_cpu_ms_per_step_by_name"] = by_name
+    if counter:
+        if step_instr:
+            out["median_step_instructions"] = statistics.median(step_instr[args.warmup:])
+            out["instructions_counted"] = "user+kernel" if counter.kernel else "user"
+            if emo_counters:
+                out["emo_threads_instructions_per_step"] = sum(emo_instr.values()) / timed
+                out["emo_threads_instructions_per_step_by_name"] = {k: v / timed for k, v in sorted(emo_instr.items())}
+        else:
+            out["instructions_unavailable"] = counter.why
     if probe_ms:
         out["cpu_probe_rounds"] = args.cpu_probe
         out["median_probe_ms"] = _stats(probe_ms[args.warmup:])["median"]
@@ -283,5 +330,7 @@ def run(workload, args, step, extra=None):
         out["step_ms"] = [round(x, 4) for x in step_ms]
         if probe_ms:
             out["probe_ms"] = [round(x, 4) for x in probe_ms]
+        if step_instr:
+            out["step_instructions"] = step_instr
     sys.stdout.write(json.dumps(out) + "\n")
     sys.stdout.flush()

@@ -34,6 +34,12 @@ NVML energy per step):
   <mode>.emo_threads_cpu_ms_per_step  CPU time of the tracer's threads (named emo-*) over the
                                   timed region, per step (the program's /proc/self/task reads);
                                   ratios.<mode>_threads_cpu_over_plain_step: that over plain's step
+  after_median_step_instructions  the main thread's instructions retired per step (the program's
+  (per run)                       --instructions), median over the same steps as after_median_step_ms;
+                                  ratios.<mode>_after_instructions_over_plain_paired(_median), and
+                                  <mode>_threads_instructions_over_plain_step: the tracer's threads'
+                                  instructions per step over plain's main thread's. Counts do not
+                                  move with the host's speed, so these show what the tracer adds.
   ratios: each of the above over plain, emo's untraced over the program's outside-window steps.
 """
 import argparse
@@ -156,6 +162,9 @@ def collect(work, emo_warmup, emo_iters):
             if isinstance(probe, list) and len(probe) == len(steps):
                 rec["after_median_step_per_probe"] = med([x / q for i, (x, q) in enumerate(zip(steps, probe))
                                                           if i >= first_after and q > 0])
+            instr = (line or {}).get("step_instructions")
+            if isinstance(instr, list) and len(instr) == len(steps):
+                rec["after_median_step_instructions"] = med([n for i, n in enumerate(instr) if i >= first_after])
         if m["mode"] in EMO_MODES:
             docs = [(os.path.basename(p), load_json(p)) for p in (base + ".emo.json", base + ".analyze.json")]
             rec["emo"] = emo_fields(docs)
@@ -265,6 +274,24 @@ def summarize(runs, meta):
                 w[key].setdefault("median_step_cpu_ms", agg(recs, "median_step_cpu_ms"))
                 w[key]["emo_threads_cpu_ms_per_step"] = agg(recs, "emo_threads_cpu_ms_per_step")
                 rat[f"{key}_threads_cpu_over_plain_step"] = ratio(w[key]["emo_threads_cpu_ms_per_step"]["median"], p)
+        # Instructions retired (the program's --instructions): the main thread's per step after the
+        # window, paired by round, and the tracer's threads' per step over plain's main thread's.
+        # Counts, not times: the host's speed does not move them.
+        plain_instr = {r["round"]: r.get("after_median_step_instructions") for r in plain}
+        p_instr = med(list(plain_instr.values()))
+        if p_instr:
+            w["plain"]["after_median_step_instructions"] = p_instr
+        for key in (*EMO_MODES, "monitor", *RUN_MODES):
+            recs = [r for r in modes.get(key, []) if r.get("after_median_step_instructions")]
+            if key not in w or not recs or not p_instr:
+                continue
+            paired = [ratio(r["after_median_step_instructions"], plain_instr.get(r["round"])) for r in recs]
+            w[key]["after_median_step_instructions"] = med([r["after_median_step_instructions"] for r in recs])
+            w[key]["emo_threads_instructions_per_step"] = agg(recs, "emo_threads_instructions_per_step")
+            rat[f"{key}_after_instructions_over_plain_paired"] = paired
+            rat[f"{key}_after_instructions_over_plain_paired_median"] = med([x for x in paired if x is not None])
+            rat[f"{key}_threads_instructions_over_plain_step"] = ratio(
+                w[key]["emo_threads_instructions_per_step"]["median"], p_instr)
         for key in RUN_MODES:  # the actuator's own cost: emo run (dry-run) against plain and against emo monitor
             run = modes.get(key, [])
             if not run:
@@ -355,6 +382,8 @@ def main():
               f"in units of the CPU probe: emo {fmt(r.get('emo_after_per_probe_over_plain_paired_median'))}, "
               f"monitor {fmt(r.get('monitor_after_per_probe_over_plain_paired_median'))}; "
               f"tracer threads' CPU over plain's step: emo {fmt(r.get('emo_threads_cpu_over_plain_step'))}; "
+              f"instructions after the window, paired: emo {fmt(r.get('emo_after_instructions_over_plain_paired_median'))}, "
+              f"tracer threads' over plain's step {fmt(r.get('emo_threads_instructions_over_plain_step'))}; "
               f"torchprof profiled/plain {fmt(r.get('torchprof_profiled_over_plain'))}, "
               f"unprofiled/plain {fmt(r.get('torchprof_unprofiled_over_plain'))}")
     print(f"summary: {path}")
