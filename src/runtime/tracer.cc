@@ -618,6 +618,7 @@ std::string Tracer::StartMeta(const std::string& path) const {
 void CUPTIAPI Tracer::OnCallback(void* userdata, CUpti_CallbackDomain domain, CUpti_CallbackId cbid, const void* data) {
   auto* tracer = static_cast<Tracer*>(userdata);
   if (tracer == nullptr || data == nullptr) return;
+  tracer->callbacks_.fetch_add(1, std::memory_order_relaxed);
   switch (domain) {
     case CUPTI_CB_DOMAIN_RUNTIME_API:
     case CUPTI_CB_DOMAIN_DRIVER_API:
@@ -699,10 +700,25 @@ void Tracer::OnAnchor(CUpti_CallbackDomain domain, CUpti_CallbackId cbid, const 
 
 void Tracer::SetLaunchCallbacks(bool on) {
   if (on == launch_callbacks_on_) return;
+  CountLaunchOffStretch(on);
   if (on) launch_generation_.fetch_add(1, std::memory_order_relaxed);
   SetCallbacks(subscriber_, CUPTI_CB_DOMAIN_RUNTIME_API, kRuntimeLaunches, on);
   SetCallbacks(subscriber_, CUPTI_CB_DOMAIN_DRIVER_API, kDriverLaunches, on);
   launch_callbacks_on_ = on;
+}
+
+// Opens (on = false) or closes a stretch with the launch callbacks off. The count is read
+// before they go off and before they come back on, so a callback in flight at either edge
+// counts in the stretch: an upper bound.
+void Tracer::CountLaunchOffStretch(bool on) {
+  const uint64_t n = callbacks_.load(std::memory_order_relaxed);
+  if (on) {
+    callbacks_launch_off_ += n - callbacks_at_launch_off_;
+    iterations_launch_off_ += next_index_ - iterations_at_launch_off_;
+  } else {
+    callbacks_at_launch_off_ = n;
+    iterations_at_launch_off_ = next_index_;
+  }
 }
 
 void Tracer::AddContext(CUcontext handle) {
@@ -863,6 +879,10 @@ void Tracer::Shutdown(const char* reason) {
   if (!reattach_error_.empty()) put("cupti.reattach_error", reattach_error_);
   put("anchor.follows", std::to_string(anchor_follows_));
   put("anchor.given_up", std::to_string(anchor_given_up_));
+  if (!launch_callbacks_on_) CountLaunchOffStretch(/*on=*/true);  // the stretch open at the end
+  put("callbacks.total", std::to_string(callbacks_.load()));
+  put("callbacks.launch_off", std::to_string(callbacks_launch_off_));
+  put("callbacks.launch_off_iterations", std::to_string(iterations_launch_off_));
   if (!anchor_last_reason_.empty()) put("anchor.given_up_reason", anchor_last_reason_);
   if (window_ && !nvtx_source_ && loops == 0) {
     put("window.note", "no iterations were found: activities were on from the start to the end");
@@ -938,6 +958,8 @@ void Tracer::Reattach() {
   activity_buffers_registered_ = false;
   forced_flush_at_ns_ = 0;
   flush_until_ns_ = 0;
+  // A stretch with the launch callbacks off ends here (none came while detached).
+  if (!launch_callbacks_on_) CountLaunchOffStretch(/*on=*/true);
   launch_callbacks_on_ = true;  // EnableCallbacks turned them on
   detached_.store(false, std::memory_order_release);
   AddLiveContexts();

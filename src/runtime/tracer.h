@@ -110,6 +110,7 @@ class Tracer {
   void AfterLaunch(CUpti_CallbackDomain domain, CUpti_CallbackId cbid, const CUpti_CallbackData* data, CallSite site);
   void OnAnchor(CUpti_CallbackDomain domain, CUpti_CallbackId cbid, const CUpti_CallbackData* data);
   void SetLaunchCallbacks(bool on);
+  void CountLaunchOffStretch(bool on);
   void OnResource(CUpti_CallbackId cbid, const CUpti_ResourceData* data);
   void OnNvtx(CUpti_CallbackId cbid, const void* data);
   void NvtxPush(std::string name);
@@ -194,6 +195,15 @@ class Tracer {
   bool launch_callbacks_on_ = true;
   std::unordered_map<uint64_t, std::pair<uint32_t, uint32_t>> anchor_calls_;  // signature: (call, bytes)
   uint64_t anchor_follows_ = 0;
+  // Every callback CUPTI made into the tracer (each one runs on the thread that made the call),
+  // and those made while the launch callbacks were off (a loop followed by its anchor call or
+  // NVTX ranges), with the iterations timed meanwhile: what the tracer asks of the program's
+  // threads once it follows a loop without its launches (meta callbacks.*).
+  std::atomic<uint64_t> callbacks_{0};
+  uint64_t callbacks_at_launch_off_ = 0;
+  uint64_t iterations_at_launch_off_ = 0;
+  uint64_t callbacks_launch_off_ = 0;
+  uint64_t iterations_launch_off_ = 0;
   uint64_t anchor_given_up_ = 0;
   std::string anchor_last_reason_;
   // Bumped when the launch callbacks come back on: a thread that was inside a runtime launch

@@ -290,6 +290,9 @@ RunMeasurement MeasureRun(const EmoRecords& r) {
   m.end_reason = ToString(r.meta, "end.reason", "");
   m.session = ToString(r.meta, "session.begin", "cuda_init");
   m.cupti_detaches = MetaInt(r.meta, "cupti.detaches", 0);
+  m.callbacks_total = MetaInt(r.meta, "callbacks.total", -1);
+  m.callbacks_launch_off = MetaInt(r.meta, "callbacks.launch_off", -1);
+  m.callbacks_launch_off_iterations = MetaInt(r.meta, "callbacks.launch_off_iterations", -1);
   for (const auto& d : r.dropped) m.dropped_records += static_cast<int64_t>(d.dropped);
   for (const auto& [key, value] : r.meta) {
     if (key.rfind("run.", 0) == 0) m.policy_run[key.substr(4)] = value;

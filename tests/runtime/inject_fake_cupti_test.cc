@@ -636,6 +636,24 @@ TEST_F(InjectFakeCuptiTest, AnchorCallTimesIterationsWithLaunchCallbacksOff) {
   EXPECT_EQ(meta["anchor.given_up_reason"], "the anchor call stopped coming");
   EXPECT_EQ(meta["launch_period.loops"], "2");  // found again after the anchor was given up
   EXPECT_EQ(meta["window.complete"], "1");
+  // While the launch callbacks were off, the program's threads met the tracer only at the 11
+  // syncs (4 callbacks each: runtime and driver, entry and exit); the stretch opens while the
+  // program may be inside one more iteration (5 launches of 2 callbacks, and its sync).
+  const uint64_t off = std::stoull(meta["callbacks.launch_off"]);
+  EXPECT_GE(off, 11u * 4);
+  EXPECT_LE(off, 11u * 4 + 5 * 2 + 4);
+  EXPECT_GT(std::stoull(meta["callbacks.total"]), off + 5u * 2 * 24);  // the first stretch's launches
+  const uint64_t off_iterations = std::stoull(meta["callbacks.launch_off_iterations"]);
+  EXPECT_GE(off_iterations, 10u);
+  EXPECT_LE(off_iterations, 12u);
+  // The reader hands them on: `emo trace --json` gives the callbacks per anchored iteration.
+  const std::string path = (dir_ / "t_4.emotrace").string();
+  auto t = trace::ReadTrace(path);
+  ASSERT_TRUE(t.ok()) << t.status().message();
+  const nlohmann::json cb = report::RunToJson(path, *t)["callbacks"];
+  EXPECT_EQ(cb["launch_off"].get<uint64_t>(), off) << cb.dump();
+  EXPECT_DOUBLE_EQ(cb["per_iteration_launch_off"].get<double>(),
+                   static_cast<double>(off) / static_cast<double>(off_iterations));
 
   const auto iterations = Records<fmt::IterationRecord>(chunks, fmt::RecordType::kIteration);
   // Three stretches: launch-period iterations, anchored ones, launch-period ones again.
@@ -690,6 +708,7 @@ TEST_F(InjectFakeCuptiTest, AnchorOffFollowsEveryLaunch) {
   auto meta = Meta(Read("6"));
   EXPECT_EQ(meta["anchor.follows"], "0");
   EXPECT_EQ(meta["launches.seen"], "150");
+  EXPECT_EQ(meta["callbacks.launch_off"], "0");  // never off: every launch followed
   EXPECT_EQ(meta.count("iteration.anchor"), 0u);
 }
 
