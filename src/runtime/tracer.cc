@@ -709,15 +709,15 @@ void Tracer::SetLaunchCallbacks(bool on) {
 
 // Opens (on = false) or closes a stretch with the launch callbacks off. The count is read
 // before they go off and before they come back on, so a callback in flight at either edge
-// counts in the stretch: an upper bound.
+// counts in the stretch: an upper bound. Iterations count in it by their end (WriteIteration),
+// not by when this thread gets to them: one the program ended before the stretch is not its.
 void Tracer::CountLaunchOffStretch(bool on) {
   const uint64_t n = callbacks_.load(std::memory_order_relaxed);
   if (on) {
     callbacks_launch_off_ += n - callbacks_at_launch_off_;
-    iterations_launch_off_ += next_index_ - iterations_at_launch_off_;
   } else {
     callbacks_at_launch_off_ = n;
-    iterations_at_launch_off_ = next_index_;
+    launch_off_since_ns_ = CuptiNow();
   }
 }
 

@@ -197,11 +197,11 @@ class Tracer {
   uint64_t anchor_follows_ = 0;
   // Every callback CUPTI made into the tracer (each one runs on the thread that made the call),
   // and those made while the launch callbacks were off (a loop followed by its anchor call or
-  // NVTX ranges), with the iterations timed meanwhile: what the tracer asks of the program's
-  // threads once it follows a loop without its launches (meta callbacks.*).
+  // NVTX ranges), with the iterations that ended meanwhile: what the tracer asks of the
+  // program's threads once it follows a loop without its launches (meta callbacks.*).
   std::atomic<uint64_t> callbacks_{0};
   uint64_t callbacks_at_launch_off_ = 0;
-  uint64_t iterations_at_launch_off_ = 0;
+  int64_t launch_off_since_ns_ = 0;
   uint64_t callbacks_launch_off_ = 0;
   uint64_t iterations_launch_off_ = 0;
   uint64_t anchor_given_up_ = 0;

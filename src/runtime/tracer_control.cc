@@ -297,6 +297,7 @@ void Tracer::ReportWindow() {
 
 void Tracer::WriteIteration(uint64_t index, int64_t start, int64_t end, uint32_t source, uint32_t launches,
                             const std::string& name) {
+  if (!launch_callbacks_on_ && end > launch_off_since_ns_) ++iterations_launch_off_;
   fmt::IterationRecord r{};
   r.index = index;
   r.start_ns = start;

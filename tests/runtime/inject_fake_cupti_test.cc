@@ -643,9 +643,11 @@ TEST_F(InjectFakeCuptiTest, AnchorCallTimesIterationsWithLaunchCallbacksOff) {
   EXPECT_GE(off, 11u * 4);
   EXPECT_LE(off, 11u * 4 + 5 * 2 + 4);
   EXPECT_GT(std::stoull(meta["callbacks.total"]), off + 5u * 2 * 24);  // the first stretch's launches
+  // The anchored iterations that ended at those syncs (the first one may start the first),
+  // however late the tracer's thread got to the syncs made before the stretch.
   const uint64_t off_iterations = std::stoull(meta["callbacks.launch_off_iterations"]);
   EXPECT_GE(off_iterations, 10u);
-  EXPECT_LE(off_iterations, 12u);
+  EXPECT_LE(off_iterations, 11u);
   // The reader hands them on: `emo trace --json` gives the callbacks per anchored iteration.
   const std::string path = (dir_ / "t_4.emotrace").string();
   auto t = trace::ReadTrace(path);
