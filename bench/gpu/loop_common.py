@@ -179,7 +179,7 @@ def run(workload, args, step, extra=None):
     step_ms, step_cpu_ms, probe_ms, step_instr = [], [], [], []
     counter = None
     if args.instructions:
-        from perf_counter import ThreadInstructions
+        from perf_counter import ThreadInstructions  # also opens the emo-* threads' counters below
         counter = ThreadInstructions()
         if not counter.ok:
             log(f"{workload}: no instruction counts: {counter.why}")
@@ -236,7 +236,6 @@ def run(workload, args, step, extra=None):
     emo_cpu0 = _emo_threads_cpu_ns()
     emo_counters = {}
     if counter and counter.ok:
-        from perf_counter import ThreadInstructions
         for tid, name in _emo_thread_ids().items():
             c = ThreadInstructions(tid)
             if c.ok:
