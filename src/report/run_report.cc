@@ -158,10 +158,10 @@ nlohmann::json RunToJson(const std::string& path, const trace::Trace& t) {
   j["cupti_detaches"] = r.cupti_detaches;
   // What the tracer asked of the program's threads: the callbacks per iteration once the loop
   // was followed without its launches (the untraced steps' share of the tracer's cost there).
-  if (r.callbacks_total >= 0) {
+  if (r.callbacks_launch_off >= 0) {
     auto count = [](int64_t v) { return v < 0 ? nlohmann::json(nullptr) : nlohmann::json(v); };
     const bool per = r.callbacks_launch_off >= 0 && r.callbacks_launch_off_iterations > 0;
-    j["callbacks"] = {{"total", r.callbacks_total},
+    j["callbacks"] = {{"non_launch", count(r.callbacks_non_launch)},
                       {"launch_off", count(r.callbacks_launch_off)},
                       {"launch_off_iterations", count(r.callbacks_launch_off_iterations)},
                       {"per_iteration_launch_off",

@@ -111,6 +111,7 @@ class Tracer {
   void OnAnchor(CUpti_CallbackDomain domain, CUpti_CallbackId cbid, const CUpti_CallbackData* data);
   void SetLaunchCallbacks(bool on);
   void CountLaunchOffStretch(bool on);
+  bool SettledPoll(int64_t now) const;
   void OnResource(CUpti_CallbackId cbid, const CUpti_ResourceData* data);
   void OnNvtx(CUpti_CallbackId cbid, const void* data);
   void NvtxPush(std::string name);
@@ -195,8 +196,9 @@ class Tracer {
   bool launch_callbacks_on_ = true;
   std::unordered_map<uint64_t, std::pair<uint32_t, uint32_t>> anchor_calls_;  // signature: (call, bytes)
   uint64_t anchor_follows_ = 0;
-  // Every callback CUPTI made into the tracer (each one runs on the thread that made the call),
-  // and those made while the launch callbacks were off (a loop followed by its anchor call or
+  // Every callback CUPTI made into the tracer other than a kernel launch's (each one runs on the
+  // thread that made the call; launches are counted as launches_seen_), and those made while the
+  // launch callbacks were off (a loop followed by its anchor call or
   // NVTX ranges), with the iterations that ended meanwhile: what the tracer asks of the
   // program's threads once it follows a loop without its launches (meta callbacks.*).
   std::atomic<uint64_t> callbacks_{0};

@@ -16,6 +16,9 @@ namespace fmt = trace::emo_format;
 // How often the control thread looks at the launch ring. A window opens one lead-in iteration
 // early, so this delay never costs a traced launch.
 constexpr auto kPollInterval = std::chrono::milliseconds(1);
+// The same once nothing is left for it to time closely (SettledPoll): the ring then carries a
+// few calls per iteration, held with their own timestamps, and no window waits on the thread.
+constexpr auto kSettledPollInterval = std::chrono::milliseconds(10);
 // While activities are on (and shortly after), completed CUPTI buffers are fetched this often
 // so a long pretrace streams to disk rather than filling the pool.
 constexpr int64_t kFlushPeriodNs = 1'000'000'000;
@@ -33,10 +36,11 @@ constexpr size_t kMaxAnchorCallsNamed = 256;
 }  // namespace
 
 void Tracer::ControlLoop() {
+  auto poll = kPollInterval;
   while (true) {
     {
       std::unique_lock<std::mutex> lock(control_mutex_);
-      control_wake_.wait_for(lock, kPollInterval, [&] { return control_stop_; });
+      control_wake_.wait_for(lock, poll, [&] { return control_stop_; });
       if (control_stop_) break;
     }
     // Held while this thread makes CUPTI calls: a program thread detaching CUPTI waits for it.
@@ -66,9 +70,20 @@ void Tracer::ControlLoop() {
       writer_failed_ = true;
       SetActivities(false, /*api_too=*/true);
     }
+    poll = SettledPoll(now) ? kSettledPollInterval : kPollInterval;
   }
   std::lock_guard<std::mutex> detach_lock(detach_mutex_);
   if (!detached_.load(std::memory_order_acquire)) DrainControl();
+}
+
+// Settled: the loop is timed without its launches (anchor call or NVTX ranges), the window, if
+// any, traced and its records flushed. When this thread gives the anchor up, the launch
+// callbacks come back on and the next poll is a millisecond again (the fresh launch-period
+// finder starts after the hole either way). `emo run`'s follower and a block session, which
+// must see their calls promptly, never settle.
+bool Tracer::SettledPoll(int64_t now) const {
+  return !launch_callbacks_on_ && !activities_on_ && !api_on_ && now >= flush_until_ns_ && forced_flush_at_ns_ == 0 &&
+         !clock_follower_ && begin_ != Begin::kBlock;
 }
 
 void Tracer::DrainControl() {

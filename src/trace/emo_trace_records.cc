@@ -290,7 +290,7 @@ RunMeasurement MeasureRun(const EmoRecords& r) {
   m.end_reason = ToString(r.meta, "end.reason", "");
   m.session = ToString(r.meta, "session.begin", "cuda_init");
   m.cupti_detaches = MetaInt(r.meta, "cupti.detaches", 0);
-  m.callbacks_total = MetaInt(r.meta, "callbacks.total", -1);
+  m.callbacks_non_launch = MetaInt(r.meta, "callbacks.non_launch", -1);
   m.callbacks_launch_off = MetaInt(r.meta, "callbacks.launch_off", -1);
   m.callbacks_launch_off_iterations = MetaInt(r.meta, "callbacks.launch_off_iterations", -1);
   for (const auto& d : r.dropped) m.dropped_records += static_cast<int64_t>(d.dropped);

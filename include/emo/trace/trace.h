@@ -231,9 +231,10 @@ struct RunMeasurement {
   // calls made while it was detached are a hole in the block's iterations.
   int64_t cupti_detaches = 0;
   // Callbacks CUPTI made into the tracer, each on the thread that made the CUDA call (meta
-  // callbacks.*): in all, and while the launch callbacks were off (the loop followed by its
-  // anchor call or NVTX ranges) with the iterations timed meanwhile; -1 where the file predates them.
-  int64_t callbacks_total = -1;
+  // callbacks.*): all but the kernel launches' (those are meta launches.seen), and those made while
+  // the launch callbacks were off (the loop followed by its anchor call or NVTX ranges) with the
+  // iterations timed meanwhile; -1 where the file predates them.
+  int64_t callbacks_non_launch = -1;
   int64_t callbacks_launch_off = -1;
   int64_t callbacks_launch_off_iterations = -1;
   int64_t dropped_records = 0;    // activity records lost (CUPTI or the buffer pool)
