@@ -34,6 +34,9 @@ training, the generated tokens copied to the host in decode), as user code does.
     step_instructions, median_step_instructions, emo_threads_instructions_per_step. Unlike times,
     these counts do not move with the host's speed, so what a tracer adds to the program's thread
     shows between processes; where the host has no counter, instructions_unavailable says why;
+  - with `--step-starts`, adds step_start_s: each step's start on CLOCK_MONOTONIC (time.monotonic,
+    seconds), which every process of the machine shares, so that two programs run at the same
+    time can be compared over the same stretch of wall time (bench/gpu/overhead_concurrent.sh);
   - prints ONE JSON line on stdout (everything else goes to stderr):
     {"workload", "median_step_ms", "steps", "timed_steps", ..., "step_ms": [every step, warm-up
     included, in order]}.
@@ -76,6 +79,8 @@ def add_args(ap, steps, warmup):
                     help="count the instructions retired per step by the main thread and by the tracer's threads "
                          "(perf_event_open; adds step_instructions, median_step_instructions)")
     ap.add_argument("--no-step-list", action="store_true", help="leave out step_ms (the list of every step)")
+    ap.add_argument("--step-starts", action="store_true",
+                    help="add step_start_s: every step's start on CLOCK_MONOTONIC, in seconds (shared by all processes)")
     ap.add_argument("--device", type=int, default=0, help="CUDA device index (default 0)")
     ap.add_argument("--seed", type=int, default=0)
 
@@ -176,7 +181,7 @@ def run(workload, args, step, extra=None):
         sys.exit(f"{workload}: the timed region ({args.steps - args.warmup} steps) is shorter than the profiler "
                  f"schedule ({args.prof_wait}+{args.prof_warmup}+{args.prof_active})")
     nvtx = torch.cuda.nvtx if args.nvtx else None
-    step_ms, step_cpu_ms, probe_ms, step_instr = [], [], [], []
+    step_ms, step_cpu_ms, probe_ms, step_instr, step_start_s = [], [], [], [], []
     counter = None
     if args.instructions:
         from perf_counter import ThreadInstructions  # also opens the emo-* threads' counters below
@@ -187,6 +192,8 @@ def run(workload, args, step, extra=None):
     def one():
         i0 = counter.read() if counter and counter.ok else None
         c0 = time.thread_time()
+        if args.step_starts:
+            step_start_s.append(time.monotonic())
         t0 = time.perf_counter()
         if nvtx:
             nvtx.range_push("step")
@@ -325,6 +332,8 @@ def run(workload, args, step, extra=None):
     if probe_ms:
         out["cpu_probe_rounds"] = args.cpu_probe
         out["median_probe_ms"] = _stats(probe_ms[args.warmup:])["median"]
+    if step_start_s:
+        out["step_start_s"] = [round(x, 6) for x in step_start_s]
     if not args.no_step_list:
         out["step_ms"] = [round(x, 4) for x in step_ms]
         if probe_ms:

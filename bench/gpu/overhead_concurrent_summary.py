@@ -1,0 +1,147 @@
+#!/usr/bin/env python3
+"""Summary of bench/gpu/overhead_concurrent.sh: two programs run at the same time, compared over
+the same stretch of wall time.
+
+  python3 overhead_concurrent_summary.py rounds.jsonl [--after 75] > summary.json
+
+Per round, each side's steps are those that start at or after the later of (emo's step `--after`
+(after its traced window, as overhead_summary.py takes it), each plain side's first timed step)
+and end by the earlier of the two programs' last step end: the stretch both ran. The round's
+ratio is side A's median step over side B's for A/A rounds, and the traced program's over
+plain's for the others (emo; other tracer modes, such as emo_noanchor, summed apart under their
+own name). Across rounds: the geometric mean, median, the standard deviation of the log ratios and
+a bootstrap 95 % interval of the geometric mean (fixed seed, so the same input gives the same
+figures), for emo/plain and for A/A; the emo/plain rounds also split by the half emo ran on.
+halves_balanced is the geometric mean of the two halves' geometric means (a speed difference
+between the halves cancels in it). Standard library only.
+"""
+import argparse
+import json
+import math
+import random
+import statistics
+import sys
+
+MIN_OVERLAP_S = 5.0
+MIN_STEPS = 100
+
+
+def side_steps(program, first):
+    starts, steps = program.get("step_start_s"), program.get("step_ms")
+    if not isinstance(starts, list) or not isinstance(steps, list) or len(starts) != len(steps):
+        return None
+    return [(s, s + ms * 1e-3, ms) for i, (s, ms) in enumerate(zip(starts, steps)) if i >= first]
+
+
+def round_ratio(a, b, after):
+    """a, b: the rows of one round's two sides. Returns the round's record."""
+    sides = {}
+    for row in (a, b):
+        prog = row.get("program")
+        if row.get("rc") != 0 or not prog:
+            return {"dropped": f"side {row.get('side')} ({row.get('mode')}) rc {row.get('rc')}, no result"}
+        first = after if row["mode"] == "emo" else int(prog.get("warmup_steps", 0))
+        steps = side_steps(prog, first)
+        if not steps:
+            return {"dropped": f"side {row['side']} has no step_start_s (the loop's --step-starts)"}
+        sides[row["side"]] = (row, steps)
+    lo = max(steps[0][0] for _, steps in sides.values())
+    hi = min(steps[-1][1] for _, steps in sides.values())
+    rec = {"overlap_s": hi - lo}
+    med = {}
+    for name, (row, steps) in sides.items():
+        inside = [ms for s, e, ms in steps if s >= lo and e <= hi]
+        rec[f"{name}_mode"] = row["mode"]
+        rec[f"{name}_steps"] = len(inside)
+        if len(inside) < MIN_STEPS:
+            rec["dropped"] = f"side {name}: {len(inside)} steps in the common stretch (< {MIN_STEPS})"
+            return rec
+        med[name] = statistics.median(inside)
+        rec[f"{name}_median_step_ms"] = med[name]
+    if hi - lo < MIN_OVERLAP_S:
+        rec["dropped"] = f"the two ran together {hi - lo:.1f} s (< {MIN_OVERLAP_S} s)"
+        return rec
+    if a["mode"] == b["mode"]:
+        rec["ratio"] = med["A"] / med["B"]  # A over B
+    else:
+        emo, plain = ("A", "B") if a["mode"] != "plain" else ("B", "A")
+        rec["ratio"] = med[emo] / med[plain]  # the traced one over plain
+        rec["emo_side"] = emo
+        rec["emo_mode"] = sides[emo][0]["mode"]
+    return rec
+
+
+def describe(ratios, seed=1):
+    if not ratios:
+        return {"n": 0}
+    logs = [math.log(r) for r in ratios]
+    out = {"n": len(ratios), "geometric_mean": math.exp(statistics.fmean(logs)),
+           "median": statistics.median(ratios), "min": min(ratios), "max": max(ratios)}
+    if len(ratios) >= 2:
+        out["sd_log"] = statistics.stdev(logs)
+        rng = random.Random(seed)
+        means = sorted(statistics.fmean(rng.choices(logs, k=len(logs))) for _ in range(20000))
+        out["bootstrap95_geometric_mean"] = [math.exp(means[int(0.025 * len(means))]),
+                                             math.exp(means[int(0.975 * len(means)) - 1])]
+    return out
+
+
+def summarize(rows, after):
+    by_round = {}
+    for row in rows:
+        by_round.setdefault(row["round"], {})[row["side"]] = row
+    out = {"after": after, "rounds": [], "solo": None}
+    solo_row = by_round.pop(0, {}).get("A")
+    if solo_row and solo_row.get("program"):
+        p = solo_row["program"]
+        steps = p.get("step_ms") or []
+        out["solo"] = {"median_step_ms": statistics.median(steps[int(p.get("warmup_steps", 0)):]) if steps else None,
+                       "cores": solo_row.get("cores")}
+    ab, aa, by_half, others = [], [], {"A": [], "B": []}, {}
+    plain_meds = []
+    for r in sorted(by_round):
+        pair = by_round[r]
+        if set(pair) != {"A", "B"}:
+            out["rounds"].append({"round": r, "dropped": "a side is missing"})
+            continue
+        rec = round_ratio(pair["A"], pair["B"], after)
+        rec = {"round": r, "kind": pair["A"]["kind"], **rec}
+        out["rounds"].append(rec)
+        if "ratio" not in rec or "dropped" in rec:
+            continue
+        for side in ("A", "B"):
+            if rec.get(f"{side}_mode") == "plain":
+                plain_meds.append(rec[f"{side}_median_step_ms"])
+        if rec["kind"] == "aa":
+            aa.append(rec["ratio"])
+        elif rec["emo_mode"] != "emo":
+            others.setdefault(rec["emo_mode"], []).append(rec["ratio"])
+        else:
+            ab.append(rec["ratio"])
+            by_half[rec["emo_side"]].append(rec["ratio"])
+    out["ab"] = {"emo_over_plain": describe(ab), "emo_on_A": describe(by_half["A"]), "emo_on_B": describe(by_half["B"])}
+    # A speed difference between the halves enters the two kinds of round with opposite signs:
+    # the geometric mean of the two halves' means cancels it whatever their numbers of rounds.
+    if by_half["A"] and by_half["B"]:
+        out["ab"]["halves_balanced"] = math.sqrt(out["ab"]["emo_on_A"]["geometric_mean"] *
+                                                 out["ab"]["emo_on_B"]["geometric_mean"])
+    out["aa"] = {"A_over_B": describe(aa)}
+    for mode, ratios in sorted(others.items()):  # e.g. emo_noanchor over plain
+        out[mode] = {f"{mode}_over_plain": describe(ratios)}
+    if out["solo"] and out["solo"]["median_step_ms"] and plain_meds:
+        out["solo"]["plain_together_over_alone"] = statistics.median(plain_meds) / out["solo"]["median_step_ms"]
+    return out
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("rows", help="rounds.jsonl of overhead_concurrent.sh")
+    ap.add_argument("--after", type=int, default=75, help="emo's first step counted (default 75)")
+    args = ap.parse_args()
+    rows = [json.loads(line) for line in open(args.rows) if line.strip()]
+    json.dump(summarize(rows, args.after), sys.stdout, indent=1)
+    sys.stdout.write("\n")
+
+
+if __name__ == "__main__":
+    main()
