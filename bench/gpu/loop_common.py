@@ -37,6 +37,9 @@ training, the generated tokens copied to the host in decode), as user code does.
   - with `--step-starts`, adds step_start_s: each step's start on CLOCK_MONOTONIC (time.monotonic,
     seconds), which every process of the machine shares, so that two programs run at the same
     time can be compared over the same stretch of wall time (bench/gpu/overhead_concurrent.sh);
+  - with `--host-spin-us N`, spins the main thread for N µs of wall time at the start of every
+    step, inside its timing and before its first launch: a host-side cost of known size, against
+    which a design that compares step times can be calibrated (overhead_concurrent.sh's `spin`);
   - prints ONE JSON line on stdout (everything else goes to stderr):
     {"workload", "median_step_ms", "steps", "timed_steps", ..., "step_ms": [every step, warm-up
     included, in order]}.
@@ -79,6 +82,8 @@ def add_args(ap, steps, warmup):
                     help="count the instructions retired per step by the main thread and by the tracer's threads "
                          "(perf_event_open; adds step_instructions, median_step_instructions)")
     ap.add_argument("--no-step-list", action="store_true", help="leave out step_ms (the list of every step)")
+    ap.add_argument("--host-spin-us", type=float, default=0, metavar="N",
+                    help="spin N µs on the main thread at the start of every step, inside its timing (default 0)")
     ap.add_argument("--step-starts", action="store_true",
                     help="add step_start_s: every step's start on CLOCK_MONOTONIC, in seconds (shared by all processes)")
     ap.add_argument("--device", type=int, default=0, help="CUDA device index (default 0)")
@@ -195,6 +200,10 @@ def run(workload, args, step, extra=None):
         if args.step_starts:
             step_start_s.append(time.monotonic())
         t0 = time.perf_counter()
+        if args.host_spin_us > 0:
+            until = t0 + args.host_spin_us * 1e-6
+            while time.perf_counter() < until:
+                pass
         if nvtx:
             nvtx.range_push("step")
         step()
@@ -274,7 +283,7 @@ def run(workload, args, step, extra=None):
 
     timed_ms = step_ms[args.warmup:]
     st = _stats(timed_ms)
-    out = {"workload": workload, "median_step_ms": st["median"], "steps": args.steps, "timed_steps": timed,
+    out = {"workload": workload, "host_spin_us": args.host_spin_us, "median_step_ms": st["median"], "steps": args.steps, "timed_steps": timed,
            "warmup_steps": args.warmup, "mean_step_ms": st["mean"], "p10_step_ms": st["p10"],
            "p90_step_ms": st["p90"], "median_step_cpu_ms": _stats(step_cpu_ms[args.warmup:])["median"],
            "region_s": region_s, "region_ms_per_step": region_s * 1e3 / timed,

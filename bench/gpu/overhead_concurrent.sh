@@ -19,7 +19,9 @@
 # Settings (environment): ROUNDS=15, BUDGET_S=540 (no round starts that would end past it),
 # CYCLE="emo:plain plain:emo plain:plain" (the rounds' modes on halves A:B, repeated; a mode is
 # plain, emo, or emo_noanchor = `emo trace` with EMO_TRACE_ANCHOR=0, every launch followed to
-# the end: a tracer whose cost earlier runs measured, to show the design can see one),
+# the end: a tracer whose cost earlier runs measured, to show the design can see one; or spin =
+# plain with --host-spin-us $SPIN_US (default 150): a host-side cost of known size, which
+# measures how much of one the design shows),
 # TRAIN_ARGS="--steps 1500 --warmup 30", EMO_WARMUP=50 EMO_ITERS=20 (emo trace's window),
 # CORES_A / CORES_B (default: the first and second half of the cores this script may use),
 # SOLO=1 (a plain run alone first), RUN_TIMEOUT=150, GPU_A / GPU_B (CUDA_VISIBLE_DEVICES of each
@@ -70,6 +72,8 @@ run_one() {
   [[ -n "$gpu" ]] && e+=(CUDA_VISIBLE_DEVICES="$gpu")
   case "$mode" in
     plain) timeout "$RUN_TIMEOUT" taskset -c "$cores" "${e[@]}" "${prog[@]}" >"$work/$tag.out" 2>"$work/$tag.err" ;;
+    spin) timeout "$RUN_TIMEOUT" taskset -c "$cores" "${e[@]}" "${prog[@]}" --host-spin-us "${SPIN_US:-150}" \
+            >"$work/$tag.out" 2>"$work/$tag.err" ;;
     emo|emo_noanchor)
       [[ $mode == emo_noanchor ]] && e+=(EMO_TRACE_ANCHOR=0)
       timeout "$RUN_TIMEOUT" taskset -c "$cores" "${e[@]}" "$EMO" trace -o "$work/emo/$tag.emotrace" --warmup "$EMO_WARMUP" \

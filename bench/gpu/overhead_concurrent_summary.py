@@ -2,9 +2,11 @@
 """Summary of bench/gpu/overhead_concurrent.sh: two programs run at the same time, compared over
 the same stretch of wall time.
 
-  python3 overhead_concurrent_summary.py rounds.jsonl [--after 75] > summary.json
+  python3 overhead_concurrent_summary.py rounds.jsonl [more.jsonl ...] [--after 75] > summary.json
 
-Per round, each side's steps are those that start at or after the later of (emo's step `--after`
+Several files (runs of the script) are pooled: their rounds are kept apart by file.
+
+Per round, each side's steps are those that start at or after the later of (a traced side's step `--after`
 (after its traced window, as overhead_summary.py takes it), each plain side's first timed step)
 and end by the earlier of the two programs' last step end: the stretch both ran. The round's
 ratio is side A's median step over side B's for A/A rounds, and the traced program's over
@@ -40,7 +42,7 @@ def round_ratio(a, b, after):
         prog = row.get("program")
         if row.get("rc") != 0 or not prog:
             return {"dropped": f"side {row.get('side')} ({row.get('mode')}) rc {row.get('rc')}, no result"}
-        first = after if row["mode"] == "emo" else int(prog.get("warmup_steps", 0))
+        first = after if row["mode"].startswith("emo") else int(prog.get("warmup_steps", 0))
         steps = side_steps(prog, first)
         if not steps:
             return {"dropped": f"side {row['side']} has no step_start_s (the loop's --step-starts)"}
@@ -135,10 +137,18 @@ def summarize(rows, after):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("rows", help="rounds.jsonl of overhead_concurrent.sh")
+    ap.add_argument("rows", nargs="+", help="rounds.jsonl of overhead_concurrent.sh (several are pooled)")
     ap.add_argument("--after", type=int, default=75, help="emo's first step counted (default 75)")
     args = ap.parse_args()
-    rows = [json.loads(line) for line in open(args.rows) if line.strip()]
+    rows = []
+    for k, path in enumerate(args.rows):
+        for line in open(path):
+            if line.strip():
+                row = json.loads(line)
+                if k > 0 and row["round"] == 0:
+                    continue  # the solo run: the first file's only
+                row["round"] += 1000 * k  # the files' rounds apart
+                rows.append(row)
     json.dump(summarize(rows, args.after), sys.stdout, indent=1)
     sys.stdout.write("\n")
 
