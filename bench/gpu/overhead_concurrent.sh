@@ -21,7 +21,9 @@
 # plain, emo, or emo_noanchor = `emo trace` with EMO_TRACE_ANCHOR=0, every launch followed to
 # the end: a tracer whose cost earlier runs measured, to show the design can see one; or spin =
 # plain with --host-spin-us $SPIN_US (default 150): a host-side cost of known size, which
-# measures how much of one the design shows),
+# measures how much of one the design shows; or run = `emo run --actuator dry-run` under
+# RUN_POLICY, made first from one `emo trace` and `emo optimize --device h200` when unset:
+# what following a plan costs, issue 14's actuator overhead),
 # TRAIN_ARGS="--steps 1500 --warmup 30", EMO_WARMUP=50 EMO_ITERS=20 (emo trace's window),
 # CORES_A / CORES_B (default: the first and second half of the cores this script may use),
 # SOLO=1 (a plain run alone first), RUN_TIMEOUT=150, GPU_A / GPU_B (CUDA_VISIBLE_DEVICES of each
@@ -72,6 +74,9 @@ run_one() {
   [[ -n "$gpu" ]] && e+=(CUDA_VISIBLE_DEVICES="$gpu")
   case "$mode" in
     plain) timeout "$RUN_TIMEOUT" taskset -c "$cores" "${e[@]}" "${prog[@]}" >"$work/$tag.out" 2>"$work/$tag.err" ;;
+    run) timeout "$RUN_TIMEOUT" taskset -c "$cores" "${e[@]}" "$EMO" run --policy "$RUN_POLICY" --actuator dry-run \
+           --switch-log "$work/emo/$tag.switches.jsonl" --json "$work/emo/$tag.json" -- "${prog[@]}" \
+           >"$work/$tag.out" 2>"$work/$tag.err" ;;
     spin) timeout "$RUN_TIMEOUT" taskset -c "$cores" "${e[@]}" "${prog[@]}" --host-spin-us "${SPIN_US:-150}" \
             >"$work/$tag.out" 2>"$work/$tag.err" ;;
     emo|emo_noanchor)
@@ -101,6 +106,14 @@ PY
 }
 
 t0=$(date +%s)
+if [[ " ${cycle[*]} " == *run* && -z "${RUN_POLICY:-}" ]]; then  # dry-run: a plan, no clock changes
+  RUN_POLICY="$work/policy.json"
+  taskset -c "$CORES_A" "$EMO" trace -o "$work/policy.emotrace" --warmup 30 --iterations 5 -- "${prog[@]}" \
+    >"$work/policy.trace.out" 2>&1
+  "$EMO" optimize "$work/policy.emotrace" --device h200 --policy "$RUN_POLICY" >"$work/policy.optimize.out" 2>&1
+  say "policy $RUN_POLICY: rc $?"
+  cp "$RUN_POLICY" "$dest/policy.json" 2>/dev/null
+fi
 if [[ "$SOLO" == 1 ]]; then
   run_one plain "$CORES_A" solo "${GPU_A:-}"
   record 0 solo A plain "$CORES_A" solo

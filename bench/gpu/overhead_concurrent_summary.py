@@ -6,9 +6,9 @@ the same stretch of wall time.
 
 Several files (runs of the script) are pooled: their rounds are kept apart by file.
 
-Per round, each side's steps are those that start at or after the later of (a traced side's step `--after`
-(after its traced window, as overhead_summary.py takes it), each plain side's first timed step)
-and end by the earlier of the two programs' last step end: the stretch both ran. The round's
+Per round, each side's steps are those that start at or after the later of the two sides' first
+counted steps (step `--after` for any side but a plain one, after emo's traced window as
+overhead_summary.py takes it; a plain side's first timed step) and end by the earlier of the two programs' last step end: the stretch both ran. The round's
 ratio is side A's median step over side B's for A/A rounds, and the traced program's over
 plain's for the others (emo; other tracer modes, such as emo_noanchor, summed apart under their
 own name). Across rounds: the geometric mean, median, the standard deviation of the log ratios and
@@ -42,7 +42,7 @@ def round_ratio(a, b, after):
         prog = row.get("program")
         if row.get("rc") != 0 or not prog:
             return {"dropped": f"side {row.get('side')} ({row.get('mode')}) rc {row.get('rc')}, no result"}
-        first = after if row["mode"].startswith("emo") else int(prog.get("warmup_steps", 0))
+        first = int(prog.get("warmup_steps", 0)) if row["mode"] == "plain" else after
         steps = side_steps(prog, first)
         if not steps:
             return {"dropped": f"side {row['side']} has no step_start_s (the loop's --step-starts)"}
