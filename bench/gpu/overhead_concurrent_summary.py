@@ -8,10 +8,10 @@ Several files (runs of the script) are pooled: their rounds are kept apart by fi
 
 Per round, each side's steps are those that start at or after the later of the two sides' first
 counted steps (step `--after` for any side but a plain one, after emo's traced window as
-overhead_summary.py takes it; a plain side's first timed step) and end by the earlier of the two programs' last step end: the stretch both ran. The round's
-ratio is side A's median step over side B's for A/A rounds, and the traced program's over
-plain's for the others (emo; other tracer modes, such as emo_noanchor, summed apart under their
-own name). Across rounds: the geometric mean, median, the standard deviation of the log ratios and
+overhead_summary.py takes it; a plain side's first timed step) and end by the earlier of the
+two programs' last step end: the stretch both ran. The round's ratio is side A's median step
+over side B's for A/A rounds, and the other mode's over plain's for the others (emo; other modes,
+such as emo_noanchor, spin or run, summed apart under their own name). Across rounds: the geometric mean, median, the standard deviation of the log ratios and
 a bootstrap 95 % interval of the geometric mean (fixed seed, so the same input gives the same
 figures), for emo/plain and for A/A; the emo/plain rounds also split by the half emo ran on.
 halves_balanced is the geometric mean of the two halves' geometric means (a speed difference
