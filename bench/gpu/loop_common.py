@@ -283,7 +283,8 @@ def run(workload, args, step, extra=None):
 
     timed_ms = step_ms[args.warmup:]
     st = _stats(timed_ms)
-    out = {"workload": workload, "host_spin_us": args.host_spin_us, "median_step_ms": st["median"], "steps": args.steps, "timed_steps": timed,
+    out = {"workload": workload, "host_spin_us": args.host_spin_us, "median_step_ms": st["median"],
+           "steps": args.steps, "timed_steps": timed,
            "warmup_steps": args.warmup, "mean_step_ms": st["mean"], "p10_step_ms": st["p10"],
            "p90_step_ms": st["p90"], "median_step_cpu_ms": _stats(step_cpu_ms[args.warmup:])["median"],
            "region_s": region_s, "region_ms_per_step": region_s * 1e3 / timed,

@@ -3,9 +3,10 @@
 # training loop runs plainly on one half of the cores and under `emo trace` on the other half,
 # started together on the same GPU, and the two are compared over the same stretch of wall time
 # (each step's start on CLOCK_MONOTONIC, the loop's --step-starts). The host's speed, which moves
-# by ±20 % between fresh processes and within one (BENCHMARKS.md, Order 7), then moves both
-# alike. emo alternates between the halves from round to round, and by default every third round runs
-# plain on both halves (A/A): the design's own spread, against which the emo/plain ratio is read.
+# by ±20 % between fresh processes and within one (BENCHMARKS.md, "The tracer's threads
+# counted; long runs; the overhead still undecided"), then moves both alike. emo alternates
+# between the halves from round to round, and by default every third round runs plain on both
+# halves (A/A): the design's own spread, against which the emo/plain ratio is read.
 #
 #   EMO=path/to/emo OUT=/some/folder bash bench/gpu/overhead_concurrent.sh    (repository root)
 #
@@ -23,7 +24,7 @@
 # plain with --host-spin-us $SPIN_US (default 150): a host-side cost of known size, which
 # measures how much of one the design shows; or run = `emo run --actuator dry-run` under
 # RUN_POLICY, made first from one `emo trace` and `emo optimize --device h200` when unset:
-# what following a plan costs, issue 14's actuator overhead),
+# what following a plan costs the program),
 # TRAIN_ARGS="--steps 1500 --warmup 30", EMO_WARMUP=50 EMO_ITERS=20 (emo trace's window),
 # CORES_A / CORES_B (default: the first and second half of the cores this script may use),
 # SOLO=1 (a plain run alone first), RUN_TIMEOUT=150, GPU_A / GPU_B (CUDA_VISIBLE_DEVICES of each
@@ -70,20 +71,20 @@ say "cores A $CORES_A, B $CORES_B; GPUs A ${GPU_A:-shared}, B ${GPU_B:-shared}; 
 # stdout/stderr under $work.
 run_one() {
   local mode="$1" cores="$2" tag="$3" gpu="${4:-}"
-  local e=(env)
+  local e=(env) cmd
   [[ -n "$gpu" ]] && e+=(CUDA_VISIBLE_DEVICES="$gpu")
   case "$mode" in
-    plain) timeout "$RUN_TIMEOUT" taskset -c "$cores" "${e[@]}" "${prog[@]}" >"$work/$tag.out" 2>"$work/$tag.err" ;;
-    run) timeout "$RUN_TIMEOUT" taskset -c "$cores" "${e[@]}" "$EMO" run --policy "$RUN_POLICY" --actuator dry-run \
-           --switch-log "$work/emo/$tag.switches.jsonl" --json "$work/emo/$tag.json" -- "${prog[@]}" \
-           >"$work/$tag.out" 2>"$work/$tag.err" ;;
-    spin) timeout "$RUN_TIMEOUT" taskset -c "$cores" "${e[@]}" "${prog[@]}" --host-spin-us "${SPIN_US:-150}" \
-            >"$work/$tag.out" 2>"$work/$tag.err" ;;
+    plain) cmd=("${prog[@]}") ;;
+    spin) cmd=("${prog[@]}" --host-spin-us "${SPIN_US:-150}") ;;
+    run) cmd=("$EMO" run --policy "$RUN_POLICY" --actuator dry-run --switch-log "$work/emo/$tag.switches.jsonl"
+              --json "$work/emo/$tag.json" -- "${prog[@]}") ;;
     emo|emo_noanchor)
       [[ $mode == emo_noanchor ]] && e+=(EMO_TRACE_ANCHOR=0)
-      timeout "$RUN_TIMEOUT" taskset -c "$cores" "${e[@]}" "$EMO" trace -o "$work/emo/$tag.emotrace" --warmup "$EMO_WARMUP" \
-           --iterations "$EMO_ITERS" --json "$work/emo/$tag.json" -- "${prog[@]}" >"$work/$tag.out" 2>"$work/$tag.err" ;;
+      cmd=("$EMO" trace -o "$work/emo/$tag.emotrace" --warmup "$EMO_WARMUP" --iterations "$EMO_ITERS"
+           --json "$work/emo/$tag.json" -- "${prog[@]}") ;;
+    *) say "unknown mode $mode"; echo 2 >"$work/$tag.rc"; : >"$work/$tag.out"; : >"$work/$tag.err"; return ;;
   esac
+  timeout "$RUN_TIMEOUT" taskset -c "$cores" "${e[@]}" "${cmd[@]}" >"$work/$tag.out" 2>"$work/$tag.err"
   echo $? >"$work/$tag.rc"
 }
 # round, kind, side, mode, cores, tag: one line of rounds.jsonl.

@@ -758,7 +758,8 @@ TEST_F(InjectFakeCuptiTest, TheGpuThreadReadsEnergyPowerAndTheSmClockFromNvmlAnd
                                  [](const Hooks& h) {
                                    Loop loop(h);
                                    h.create_context(0);
-                                   // The GPU thread reads the clock every ~50 ms of real time, the energy every ~100 ms.
+                                   // The GPU thread reads the clock every ~50 ms of real
+                                   // time, the energy every ~100 ms.
                                    const auto end = std::chrono::steady_clock::now() + std::chrono::milliseconds(400);
                                    while (std::chrono::steady_clock::now() < end) {
                                      loop.Iteration();
