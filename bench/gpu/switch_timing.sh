@@ -5,13 +5,17 @@
 # sets every pack switch applied inside the traced window against the GPU start of its pack's
 # first op in that trace (both on CUPTI's clock). Never changes a clock (dry-run: the switch
 # takes effect when the actuator's call returns, as nvml's would after its own latency).
+# ACTUATOR=emulate follows the plan with its spin kernels instead: the run's traced window then
+# shows where the plan's extra time went, against the loop's own trace (kept beside it); with
+# GUARD=50 (as bench/gpu/emulate.sh) the run also times the default clock every 50 iterations,
+# so its report holds the plan's iterations against the default's of the same run.
 #
 # Each loop's policy is followed twice, in the same call: `--switch-on launch` (each switch made
 # when the program makes the policy's switch_call) and `--switch-on gpu` (made once the op of the
 # policy's gpu_switch_call has completed on the GPU).
 #
 #   EMO=build/device/bin/emo OUT=o [LOOPS="bigtrain train decode streams"] [SLOWDOWN=0.02] \
-#     [SWITCH_ON="launch gpu"] bash bench/gpu/switch_timing.sh
+#     [SWITCH_ON="launch gpu"] [ACTUATOR=dry-run|emulate] [GUARD=0] bash bench/gpu/switch_timing.sh
 # Writes $OUT/switch_timing/summary.json.
 set -uo pipefail
 : "${EMO:?set EMO}" "${OUT:?set OUT}"
@@ -20,6 +24,8 @@ PY="${PY:-/opt/torch/.venv/bin/python}"
 LOOPS="${LOOPS:-bigtrain train decode streams}"
 SLOWDOWN="${SLOWDOWN:-0.02}"
 SWITCH_ON="${SWITCH_ON:-launch gpu}"
+ACTUATOR="${ACTUATOR:-dry-run}"
+GUARD="${GUARD:-0}"
 dest="$OUT/switch_timing"
 work="$(mktemp -d /tmp/emo_switch_timing.XXXXXX)"
 mkdir -p "$dest"
@@ -28,11 +34,12 @@ source "$here/loops.sh"
 prepare_loops "$LOOPS" || exit 1
 for loop in $LOOPS; do
   read -ra cmd <<<"$(loop_command "$loop" 200)"
-  "$EMO" trace -o "$work/${loop}.emotrace" --warmup 40 --iterations 4 -- "${cmd[@]}" >"$work/${loop}_trace.out" 2>&1
-  "$EMO" optimize "$work/${loop}.emotrace" --device h200 --max-slowdown "$SLOWDOWN" --policy "$dest/${loop}_policy.json" >"$dest/${loop}_optimize.txt" 2>&1
+  "$EMO" trace -o "$dest/${loop}.emotrace" --warmup 40 --iterations 4 --json "$dest/${loop}_trace.json" \
+    -- "${cmd[@]}" >"$work/${loop}_trace.out" 2>&1
+  "$EMO" optimize "$dest/${loop}.emotrace" --device h200 --max-slowdown "$SLOWDOWN" --policy "$dest/${loop}_policy.json" >"$dest/${loop}_optimize.txt" 2>&1
   for on in $SWITCH_ON; do
     run="${loop}_${on}"
-    "$EMO" run --policy "$dest/${loop}_policy.json" --actuator dry-run --guard 0 --switch-on "$on" \
+    "$EMO" run --policy "$dest/${loop}_policy.json" --actuator "$ACTUATOR" --guard "$GUARD" --switch-on "$on" \
       --trace "$dest/${run}_run_%r.emotrace" --warmup 40 --iterations 8 --switch-log "$work/${run}.jsonl" \
       --json "$dest/${run}_run.json" -- "${cmd[@]}" >"$dest/${run}_run.out" 2>&1 || echo "run $run: exit $?" >>"$dest/errors.txt"
   done

@@ -729,6 +729,20 @@ void ScoreBand(const Basis& basis, const PackingPlan& won, TracePlan& plan) {
   }
 }
 
+// The plan's clocks replayed with every op's modelled extra time multiplied by each of
+// kSensitivityFactors (TracePlan::sensitivity): each stretch s becomes 1 + factor x (s - 1).
+void ScoreSensitivity(const Basis& basis, const PackingPlan& won, TracePlan& plan) {
+  for (const double factor : kSensitivityFactors) {
+    Basis inflated = basis;
+    for (auto& per_kind : inflated.stretch) {
+      for (double& s : per_kind) s = 1.0 + factor * (s - 1.0);
+    }
+    Evaluator e(inflated, won.packs, won.models);
+    plan.sensitivity.push_back({factor, e.Evaluate(won.candidates[won.best].choice)});
+    plan.replays += e.replays;
+  }
+}
+
 }  // namespace
 
 Result<TracePlan> PlanTrace(const analysis::TraceAnalysis& a, const model::DeviceModel& device,
@@ -783,6 +797,7 @@ Result<TracePlan> PlanTrace(const analysis::TraceAnalysis& a, const model::Devic
   const PackingPlan& won = KeepCheapest(tried, plan);
   RecordPacks(basis, won, plan);
   ScoreBand(basis, won, plan);
+  ScoreSensitivity(basis, won, plan);
   plan.solve_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
   return plan;
 }
@@ -818,5 +833,27 @@ std::array<double, 2> RangeOverBand(const TracePlan& plan, F f) {
 
 std::array<double, 2> SavingRangePct(const TracePlan& plan) { return RangeOverBand(plan, SavingPct); }
 std::array<double, 2> SlowdownRangePct(const TracePlan& plan) { return RangeOverBand(plan, SlowdownPct); }
+
+const TracePlan::Sensitivity* FragileTime(const TracePlan& plan) {
+  const double planned = SlowdownPct(plan.baseline, plan.plan);
+  const double target = SlowdownPct(plan.baseline, PlanPoint{plan.deadline_ns, 0.0});
+  for (const auto& s : plan.sensitivity) {
+    if (s.extra_factor != kFragileFactor) continue;
+    const double at = SlowdownPct(plan.baseline, s.plan);
+    const double proportional = std::max(planned, 0.0) * s.extra_factor;
+    if (at > target && at > proportional + kFragileExcessPct) return &s;
+  }
+  return nullptr;
+}
+
+std::string FragileTimeWarning(const TracePlan& plan, const TracePlan::Sensitivity& fragile) {
+  return fmt::format(
+      "fragile plan: with {:g} times the extra time the model gives its clocks, the iteration is {:+.1f} % against "
+      "the planned {:+.1f} % (target +{:.1f} %): the plan spends slack that runs out just beyond it, so a small error "
+      "in the model's times costs far more than itself; a lower --max-slowdown keeps clear of it, and `emo run "
+      "--guard` falls back to the default clock when iterations overrun",
+      fragile.extra_factor, SlowdownPct(plan.baseline, fragile.plan), SlowdownPct(plan.baseline, plan.plan),
+      SlowdownPct(plan.baseline, PlanPoint{plan.deadline_ns, 0.0}));
+}
 
 }  // namespace emo::opt

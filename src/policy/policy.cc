@@ -33,6 +33,7 @@ void AddGpus(const opt::PlannedTrace& pt, json& gpus) {
   for (const auto& p : plan.packs) per_device[p.pack.device].push_back(&p);
   const auto conf = analysis::ConfidenceOf(a);
   const auto saving = opt::SavingRangePct(plan);
+  const auto* fragile = opt::FragileTime(plan);
   for (const auto& [device, planned] : per_device) {
     const LaunchAnchors anchors = AnchorPacks(a, planned, SwitchLeadNs(plan));
     json packs = json::array();
@@ -94,6 +95,7 @@ void AddGpus(const opt::PlannedTrace& pt, json& gpus) {
                 {"saving_pct", opt::SavingPct(plan.baseline, plan.plan)},
                 {"saving_range_pct", {saving[0], saving[1]}},
                 {"deadline_us", NsToUs(plan.deadline_ns)},
+                {"fragile_time", fragile ? json(opt::FragileTimeWarning(plan, *fragile)) : json(nullptr)},
                 {"note", "predicted by the device model; not measured"}}},
               {"packs", packs},
               {"emulate", EmulateJson(anchors)}};
@@ -149,6 +151,9 @@ json PolicyJson(const std::vector<opt::PlannedTrace>& plans, const json* job) {
                                      g["rank"].dump(), sharing, g["packs"].size(), when,
                                      j["switch_lead_us"].get<double>()));
       break;  // one warning: for the default (on the GPU), else for --switch-on launch
+    }
+    if (g["predicted"]["fragile_time"].is_string()) {
+      warnings.push_back("rank " + g["rank"].dump() + ": " + g["predicted"]["fragile_time"].get<std::string>());
     }
     if (g["device_check"]["overridden"].get<bool>()) {
       warnings.push_back("rank " + g["rank"].dump() + ": planned for a device model of another GPU than the trace's (" +

@@ -72,6 +72,9 @@ std::vector<std::string> Warnings(const opt::PlannedTrace& pt) {
         plan.default_demand_w, pt.device->cap_power.value(), pt.device->params.power_limit.value(),
         plan.throttle_clock.value()));
   }
+  if (const auto* f = opt::FragileTime(plan)) {
+    w.push_back(opt::FragileTimeWarning(plan, *f));
+  }
   return w;
 }
 
@@ -119,6 +122,17 @@ json PlanToJson(const opt::PlannedTrace& pt) {
   const auto slowdown = opt::SlowdownRangePct(plan);
   j["plan"]["saving_range_pct"] = {saving[0], saving[1]};
   j["plan"]["slowdown_range_pct"] = {slowdown[0], slowdown[1]};
+  json sensitivity = json::array();
+  for (const auto& s : plan.sensitivity) {
+    sensitivity.push_back({{"extra_time_factor", s.extra_factor},
+                           {"time_us", NsToUs(s.plan.time_ns)},
+                           {"slowdown_pct", opt::SlowdownPct(b, s.plan)}});
+  }
+  j["plan"]["sensitivity"] = std::move(sensitivity);
+  j["plan"]["sensitivity_note"] = "the plan's clocks replayed with every op's modelled extra time multiplied by "
+                                  "extra_time_factor; fragile_time says whether the target then breaks by more than "
+                                  "the extra time alone adds";
+  j["plan"]["fragile_time"] = opt::FragileTime(plan) != nullptr;
   j["plan"]["packs"] = plan.packs.size();
   j["plan"]["switches"] = plan.switches;
   j["plan"]["from"] = plan.plan_from;
@@ -239,6 +253,16 @@ std::string PlanText(const opt::PlannedTrace& pt) {
                      conf.level, conf.note, saving[0], saving[1],
                      NsToUs(a.corrected() ? a.corrected_lo_ns : a.timeline_ns()),
                      NsToUs(a.corrected() ? a.corrected_hi_ns : a.timeline_ns()));
+  if (!plan.sensitivity.empty()) {
+    std::string factors, slowdowns;
+    for (const auto& s : plan.sensitivity) {
+      factors += fmt::format("{}x{:g}", factors.empty() ? "" : " / ", s.extra_factor);
+      slowdowns += fmt::format("{}{:+.1f}", slowdowns.empty() ? "" : " / ", opt::SlowdownPct(b, s.plan));
+    }
+    out += fmt::format("  sensitivity: with the modelled extra time {}, the plan is {} % (planned {:+.1f} %, target "
+                       "+{:.1f} %)\n",
+                       factors, slowdowns, opt::SlowdownPct(b, plan.plan), opt::SlowdownPct(b, {plan.deadline_ns, 0.0}));
+  }
   for (const auto& w : Warnings(pt)) out += "  warning: " + w + "\n";
   return out;
 }

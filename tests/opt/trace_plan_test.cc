@@ -404,3 +404,54 @@ TEST(LaunchAnchorsTest, EachGpuSwitchWaitsForTheLastOpEndingALeadBeforeItsPack) 
 
 }  // namespace
 }  // namespace emo::opt
+
+namespace emo::opt {
+namespace {
+
+// The plan's sensitivity: its clocks replayed with every op's modelled extra time scaled. A
+// CPU-bound loop planned at its lowest clock (data/h200_emo/train_loop) hides the plan's extra
+// GPU time in slack that runs out just beyond it: 25 % more extra time breaks the 2 % target by
+// far more than 25 % of the planned slowdown, and the plan and its policy say so. A GPU-bound
+// plan (streams_graph) grows with its extra time, and is not flagged.
+TEST(TracePlanTest, APlanWhoseSlackRunsOutJustBeyondItIsFlaggedFragile) {
+  auto device = model::FindDevice("h200", EMO_SOURCE_DIR "/devices");
+  ASSERT_TRUE(device.ok()) << device.status().ToString();
+  for (const auto& [file, fragile] : {std::pair<const char*, bool>{"data/h200_emo/train_loop.emotrace", true},
+                                      {"examples/streams_graph_h200.emotrace", false}}) {
+    SCOPED_TRACE(file);
+    auto a = analysis::AnalyzeTrace(std::string(EMO_SOURCE_DIR) + "/" + file, {});
+    ASSERT_TRUE(a.ok()) << a.status().ToString();
+    auto plan = PlanTrace(*a, *device, {});
+    ASSERT_TRUE(plan.ok()) << plan.status().ToString();
+    ASSERT_EQ(plan->sensitivity.size(), std::size(kSensitivityFactors));
+    double before = SlowdownPct(plan->baseline, plan->plan);
+    for (const auto& s : plan->sensitivity) {
+      const double at = SlowdownPct(plan->baseline, s.plan);
+      EXPECT_GE(at, before - 1e-9) << "x" << s.extra_factor;
+      before = at;
+      // Each is the replay of the plan's own extra times scaled (one pack: no switch in it).
+      ASSERT_EQ(plan->packs.size(), 1u);
+      std::vector<TimeNs> d(a->durations.begin(), a->durations.end());
+      const PlannedPack& p = plan->packs.front();
+      for (size_t k = 0; k < p.pack.ops.size(); ++k) {
+        d[p.pack.ops[k].value()] += std::llround(s.extra_factor * static_cast<double>(p.op_extra_ns[k]));
+      }
+      const auto bounds = analysis::BoundsOf(*a->graph, a->iterations, analysis::Replay(*a->graph, d), a->steady);
+      EXPECT_NEAR(static_cast<double>(bounds.end - bounds.start), static_cast<double>(s.plan.time_ns), 2000.0)
+          << "x" << s.extra_factor;
+    }
+    const auto* f = FragileTime(*plan);
+    EXPECT_EQ(f != nullptr, fragile);
+    const std::vector<PlannedTrace> planned{{&*a, &*device, *plan, {}, false}};
+    const auto policy = policy::PolicyJson(planned);
+    EXPECT_EQ(policy["gpus"][0]["predicted"]["fragile_time"].is_string(), fragile);
+    EXPECT_EQ(policy["warnings"].dump().find("fragile plan") != std::string::npos, fragile);
+    if (!fragile) continue;
+    // On the train loop the planned slowdown is under 1 %, and 25 % more extra time is over 4 %.
+    EXPECT_LT(SlowdownPct(plan->baseline, plan->plan), 1.0);
+    EXPECT_GT(SlowdownPct(plan->baseline, f->plan), 4.0);
+  }
+}
+
+}  // namespace
+}  // namespace emo::opt

@@ -147,6 +147,16 @@ struct TracePlan {
     PlanPoint baseline, plan;
   };
   std::vector<BandEnd> band;
+  // The plan's clocks replayed with every op's modelled extra time (its time at the planned clock
+  // over its time as traced, minus one) multiplied by each of kSensitivityFactors: how close the
+  // plan sits to where the iteration's slack runs out. The replay is exact only where the model's
+  // time ratios are, and those are measured at the clocks the power limiter picks (devices/*.json,
+  // kinds), not at the low clocks a slack-rich plan goes to.
+  struct Sensitivity {
+    double extra_factor = 1;
+    PlanPoint plan;
+  };
+  std::vector<Sensitivity> sensitivity;
   bool joint = false;                // timed as a rank of its job (TracePlanOptions::joint_*)
   std::string plan_from;             // which start the final plan descended from
   double solve_ms = 0;
@@ -159,6 +169,19 @@ Result<TracePlan> PlanTrace(const analysis::TraceAnalysis& a, const model::Devic
 // `base` (per node of the plan's trace) with each planned op's modelled extra time at its pack's
 // clock (PlannedPack::op_extra_ns) added: the durations the plan runs the iteration with.
 std::vector<TimeNs> PlannedDurations(const TracePlan& plan, std::span<const TimeNs> base);
+
+// The factors TracePlan::sensitivity is scored at.
+inline constexpr double kSensitivityFactors[] = {1.1, 1.25, 1.5};
+// A plan's time is fragile when, with its extra time x kFragileFactor, the iteration misses the
+// target and is slower than the planned slowdown x kFragileFactor by more than kFragileExcessPct
+// points: the extra time stops falling in slack, so a small error in the model's times costs far
+// more than itself (a CPU-bound loop planned at its lowest clocks: BENCHMARKS.md, "`emulate`: a
+// plan's predicted slowdown against the one measured"). Returns that sensitivity entry, or null.
+inline constexpr double kFragileFactor = 1.25;
+inline constexpr double kFragileExcessPct = 1.0;
+const TracePlan::Sensitivity* FragileTime(const TracePlan& plan);
+// What a fragile plan's warning says (the plan report's and the policy's).
+std::string FragileTimeWarning(const TracePlan& plan, const TracePlan::Sensitivity& fragile);
 
 // 100 x (baseline energy - p's) / baseline energy, and 100 x (p's time - baseline's) / baseline's.
 double SavingPct(const PlanPoint& baseline, const PlanPoint& p);
