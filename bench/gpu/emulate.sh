@@ -15,9 +15,13 @@
 #    dry-run's. Between processes the CPU-bound PyTorch loops differ by up to 28 % (BENCHMARKS.md,
 #    "Order 7"), so only the GPU-bound loop is paired by default.
 #
-# Loops: train, decode, streams, bigtrain (bench/gpu/loops.sh).
+# Loops: train, decode, streams, bigtrain (bench/gpu/loops.sh). MARGINS="0 0.25" also plans each
+# target with `--time-margin 0.25` (policies and summary keys S and Sm0.25): does a plan made to
+# hold with 25 % more extra time than the model gives stay within its prediction where the
+# plain one (flagged fragile: `fragile_time` in the summary) does not?
 #
-#   EMO=build/device/bin/emo OUT=o [ROUNDS=3] [LOOPS="train decode streams"] [AB_LOOPS=streams] bash bench/gpu/emulate.sh
+#   EMO=build/device/bin/emo OUT=o [ROUNDS=3] [LOOPS="train decode streams"] [AB_LOOPS=streams] \
+#     [SLOWDOWNS="0.02 0.10"] [MARGINS=0] bash bench/gpu/emulate.sh
 # Writes $OUT/emulate/summary.json and the runs' JSON reports.
 set -uo pipefail
 : "${EMO:?set EMO}" "${OUT:?set OUT}"
@@ -27,6 +31,14 @@ ROUNDS="${ROUNDS:-3}"
 LOOPS="${LOOPS:-train decode streams}"
 AB_LOOPS="${AB_LOOPS:-streams}"
 SLOWDOWNS="${SLOWDOWNS:-0.02 0.10}"
+MARGINS="${MARGINS:-0}"
+# One plan per slowdown and margin, named S (margin 0) or SmM (`--time-margin M`).
+plans=()
+for s in $SLOWDOWNS; do
+  for m in $MARGINS; do
+    if [[ $m == 0 ]]; then plans+=("$s"); else plans+=("${s}m${m}"); fi
+  done
+done
 dest="$OUT/emulate"
 work="$(mktemp -d /tmp/emo_emulate.XXXXXX)"
 mkdir -p "$dest"
@@ -36,15 +48,17 @@ prepare_loops "$LOOPS" || exit 1
 for loop in $LOOPS; do
   read -ra cmd <<<"$(loop_command "$loop" 120)"
   "$EMO" trace -o "$work/${loop}.emotrace" --warmup 40 --iterations 4 -- "${cmd[@]}" >"$work/${loop}_trace.out" 2>&1
-  for s in $SLOWDOWNS; do
-    "$EMO" optimize "$work/${loop}.emotrace" --device h200 --max-slowdown "$s" --policy "$dest/${loop}_${s}_policy.json" \
-      >"$dest/${loop}_${s}_optimize.txt" 2>&1
+  for s in "${plans[@]}"; do
+    m=0
+    [[ $s == *m* ]] && m="${s#*m}"
+    "$EMO" optimize "$work/${loop}.emotrace" --device h200 --max-slowdown "${s%%m*}" --time-margin "$m" \
+      --policy "$dest/${loop}_${s}_policy.json" >"$dest/${loop}_${s}_optimize.txt" 2>&1
   done
 done
 for ((r = 1; r <= ROUNDS; r++)); do
   for loop in $LOOPS; do
     read -ra cmd <<<"$(loop_command "$loop" 400)"
-    for s in $SLOWDOWNS; do
+    for s in "${plans[@]}"; do
       order=(emulate)
       if [[ " $AB_LOOPS " == *" $loop "* ]]; then
         order=(emulate dry-run)
@@ -58,7 +72,7 @@ for ((r = 1; r <= ROUNDS; r++)); do
     done
   done
 done
-python3 - "$dest" "$ROUNDS" "$LOOPS" "$SLOWDOWNS" <<'PY'
+python3 - "$dest" "$ROUNDS" "$LOOPS" "${plans[*]}" <<'PY'
 import json, os, statistics, sys
 dest, rounds, loops, slowdowns = sys.argv[1], int(sys.argv[2]), sys.argv[3].split(), sys.argv[4].split()
 def load(p):
@@ -79,7 +93,8 @@ for loop in loops:
                  "clocks_mhz": [p["clock_mhz"] for p in g["packs"]],
                  "spins_per_iteration": len(g["emulate"]["spins"]),
                  "extra_us_per_iteration": g["emulate"]["extra_us_per_iteration"],
-                 "baseline_time_us": pred["baseline_time_us"], "runs": []}
+                 "baseline_time_us": pred["baseline_time_us"],
+                 "fragile_time": pred.get("fragile_time"), "runs": []}
         within, across = [], []
         for r in range(1, rounds + 1):
             em = load(f"{dest}/{loop}_{s}_emulate_{r}.json")

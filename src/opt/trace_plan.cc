@@ -729,14 +729,36 @@ void ScoreBand(const Basis& basis, const PackingPlan& won, TracePlan& plan) {
   }
 }
 
+// `basis` with every op's modelled extra time over the default clock multiplied by `factor`: each
+// stretch s becomes s0 + factor x (s - s0), s0 its kind's stretch at the default clock (the
+// clock options follow the device's clock table), so the default clock's times stay as they are.
+Basis Inflated(const Basis& basis, double factor) {
+  Basis inflated = basis;
+  const auto& clocks = basis.device.clocks;
+  size_t d = 0;
+  for (size_t i = 0; i < clocks.size(); ++i) {
+    if (std::abs(clocks[i].value() - basis.device.default_clock.value()) <
+        std::abs(clocks[d].value() - basis.device.default_clock.value())) {
+      d = i;
+    }
+  }
+  for (auto& per_kind : inflated.stretch) {
+    for (size_t k = 0; k < per_kind.size(); ++k) per_kind[k] = basis.stretch[d][k] + factor * (per_kind[k] - basis.stretch[d][k]);
+  }
+  return inflated;
+}
+
+// A packing's best plan scored on `basis`.
+PlanPoint ScoreOn(const Basis& basis, const PackingPlan& k) {
+  Evaluator e(basis, k.packs, k.models);
+  return e.Evaluate(k.candidates[k.best].choice);
+}
+
 // The plan's clocks replayed with every op's modelled extra time multiplied by each of
-// kSensitivityFactors (TracePlan::sensitivity): each stretch s becomes 1 + factor x (s - 1).
+// kSensitivityFactors (TracePlan::sensitivity).
 void ScoreSensitivity(const Basis& basis, const PackingPlan& won, TracePlan& plan) {
   for (const double factor : kSensitivityFactors) {
-    Basis inflated = basis;
-    for (auto& per_kind : inflated.stretch) {
-      for (double& s : per_kind) s = 1.0 + factor * (s - 1.0);
-    }
+    const Basis inflated = Inflated(basis, factor);
     Evaluator e(inflated, won.packs, won.models);
     plan.sensitivity.push_back({factor, e.Evaluate(won.candidates[won.best].choice)});
     plan.replays += e.replays;
@@ -769,19 +791,29 @@ Result<TracePlan> PlanTrace(const analysis::TraceAnalysis& a, const model::Devic
   } else {
     plan.throttle_clock = ThrottledClock(a, device, windows);
   }
-  const Basis basis(a, traced_device, plan.throttle_clock, options);
+  // Plans are made on `basis`: the model's times, or with a margin its extra times inflated; every
+  // figure reported is scored on `nominal`, the model's own times.
+  const Basis nominal(a, traced_device, plan.throttle_clock, options);
+  const bool margin = options.time_margin > 0;
+  const Basis basis = margin ? Inflated(nominal, 1.0 + options.time_margin) : nominal;
+  plan.time_margin = options.time_margin;
   plan.joint = !options.joint_durations.empty();
   auto window_models = BuildModels(basis, windows);
   const size_t static_index = ScoreDefaults(basis, windows, window_models, options, plan);
+  if (margin) {
+    Evaluator ev(nominal, windows, window_models);
+    plan.static_best = ev.Evaluate(std::vector<size_t>(windows.size(), static_index));
+    plan.replays += ev.replays;
+  }
   const bool one_device = std::all_of(windows.begin(), windows.end(),
                                       [&](const packing::Pack& p) { return p.device == windows.front().device; });
   // Pass-level phases (Perseus' granularity; one GPU only), planned like the packs.
   std::optional<PackingPlan> by_phase;
   if (one_device) {
     EMO_ASSIGN_OR_RETURN(by_phase, PlanKind(basis, make(packing::PackingKind::kPhases), options, plan, static_index, nullptr));
-    plan.pass_level = by_phase->candidates[by_phase->best].point;
+    plan.pass_level = margin ? ScoreOn(nominal, *by_phase) : by_phase->candidates[by_phase->best].point;
     plan.pass_level_phases = by_phase->packs.size();
-    ScorePerKernelBlind(basis, input, options, plan);
+    ScorePerKernelBlind(nominal, input, options, plan);
   }
   const PackingPlan* phases = by_phase ? &*by_phase : nullptr;
   std::vector<Candidate> window_starts = PassLevelStart(a, phases, windows);
@@ -795,9 +827,13 @@ Result<TracePlan> PlanTrace(const analysis::TraceAnalysis& a, const model::Devic
   if (phases) tried.push_back({packing::PackingKind::kPhases, phases});
   for (const auto& [kind, p] : tried) plan.replays += p->replays;
   const PackingPlan& won = KeepCheapest(tried, plan);
-  RecordPacks(basis, won, plan);
-  ScoreBand(basis, won, plan);
-  ScoreSensitivity(basis, won, plan);
+  if (margin) {
+    for (size_t k = 0; k < tried.size(); ++k) plan.packings[k].point = ScoreOn(nominal, *tried[k].second);
+    plan.plan = ScoreOn(nominal, won);
+  }
+  RecordPacks(nominal, won, plan);
+  ScoreBand(nominal, won, plan);
+  ScoreSensitivity(nominal, won, plan);
   plan.solve_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
   return plan;
 }
@@ -850,7 +886,7 @@ std::string FragileTimeWarning(const TracePlan& plan, const TracePlan::Sensitivi
   return fmt::format(
       "fragile plan: with {:g} times the extra time the model gives its clocks, the iteration is {:+.1f} % against "
       "the planned {:+.1f} % (target +{:.1f} %): the plan spends slack that runs out just beyond it, so a small error "
-      "in the model's times costs far more than itself; a lower --max-slowdown keeps clear of it, and `emo run "
+      "in the model's times costs far more than itself; --time-margin 0.25 plans clear of it, and `emo run "
       "--guard` falls back to the default clock when iterations overrun",
       fragile.extra_factor, SlowdownPct(plan.baseline, fragile.plan), SlowdownPct(plan.baseline, plan.plan),
       SlowdownPct(plan.baseline, PlanPoint{plan.deadline_ns, 0.0}));

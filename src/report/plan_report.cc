@@ -133,6 +133,7 @@ json PlanToJson(const opt::PlannedTrace& pt) {
                                   "extra_time_factor; fragile_time says whether the target then breaks by more than "
                                   "the extra time alone adds";
   j["plan"]["fragile_time"] = opt::FragileTime(plan) != nullptr;
+  j["plan"]["time_margin"] = plan.time_margin;
   j["plan"]["packs"] = plan.packs.size();
   j["plan"]["switches"] = plan.switches;
   j["plan"]["from"] = plan.plan_from;
@@ -260,8 +261,9 @@ std::string PlanText(const opt::PlannedTrace& pt) {
       slowdowns += fmt::format("{}{:+.1f}", slowdowns.empty() ? "" : " / ", opt::SlowdownPct(b, s.plan));
     }
     out += fmt::format("  sensitivity: with the modelled extra time {}, the plan is {} % (planned {:+.1f} %, target "
-                       "+{:.1f} %)\n",
-                       factors, slowdowns, opt::SlowdownPct(b, plan.plan), opt::SlowdownPct(b, {plan.deadline_ns, 0.0}));
+                       "+{:.1f} %{})\n",
+                       factors, slowdowns, opt::SlowdownPct(b, plan.plan), opt::SlowdownPct(b, {plan.deadline_ns, 0.0}),
+                       plan.time_margin > 0 ? fmt::format(", planned to hold it at x{:g}", 1.0 + plan.time_margin) : "");
   }
   for (const auto& w : Warnings(pt)) out += "  warning: " + w + "\n";
   return out;

@@ -455,3 +455,48 @@ TEST(TracePlanTest, APlanWhoseSlackRunsOutJustBeyondItIsFlaggedFragile) {
 
 }  // namespace
 }  // namespace emo::opt
+
+namespace emo::opt {
+namespace {
+
+// --time-margin: the plan is made so that the target holds with every op's extra time 25 %
+// larger, and reports the model's own times. On the CPU-bound loop the fragile 390 MHz plan
+// gives way to a higher clock whose 1.25-times replay meets the target; the baseline and the
+// target are those of the plan without a margin, and what it reports replays from its own extra
+// times (nominal, as `emo run --actuator emulate` adds them).
+TEST(TracePlanTest, AMarginPlansForLargerExtraTimesAndReportsTheModelsOwn) {
+  auto device = model::FindDevice("h200", EMO_SOURCE_DIR "/devices");
+  ASSERT_TRUE(device.ok()) << device.status().ToString();
+  auto a = analysis::AnalyzeTrace(std::string(EMO_SOURCE_DIR) + "/data/h200_emo/train_loop.emotrace", {});
+  ASSERT_TRUE(a.ok()) << a.status().ToString();
+  auto plain = PlanTrace(*a, *device, {});
+  ASSERT_TRUE(plain.ok()) << plain.status().ToString();
+  TracePlanOptions o;
+  o.time_margin = 0.25;
+  auto robust = PlanTrace(*a, *device, o);
+  ASSERT_TRUE(robust.ok()) << robust.status().ToString();
+  EXPECT_EQ(robust->time_margin, 0.25);
+  EXPECT_EQ(robust->baseline.time_ns, plain->baseline.time_ns);
+  EXPECT_EQ(robust->deadline_ns, plain->deadline_ns);
+  ASSERT_NE(FragileTime(*plain), nullptr);
+  EXPECT_EQ(FragileTime(*robust), nullptr);
+  // At 1.25 times its extra time the plan meets the target; the plain one does not.
+  ASSERT_EQ(robust->sensitivity[1].extra_factor, 1.25);
+  EXPECT_LE(robust->sensitivity[1].plan.time_ns, robust->deadline_ns);
+  EXPECT_GT(plain->sensitivity[1].plan.time_ns, plain->deadline_ns);
+  // Higher clocks, so less extra time and a smaller saving.
+  ASSERT_EQ(robust->packs.size(), 1u);
+  EXPECT_GT(robust->packs.front().clock.value(), plain->packs.front().clock.value());
+  EXPECT_GT(robust->static_best_clock.value(), plain->static_best_clock.value());
+  EXPECT_GT(robust->plan.energy_j, plain->plan.energy_j);
+  // Reported with the model's own times: the replay of its own extra times, and inside the
+  // target with room to spare.
+  const std::vector<TimeNs> d = PlannedDurations(*robust, a->durations);
+  const auto bounds = analysis::BoundsOf(*a->graph, a->iterations, analysis::Replay(*a->graph, d), a->steady);
+  EXPECT_NEAR(static_cast<double>(bounds.end - bounds.start), static_cast<double>(robust->plan.time_ns), 1000.0);
+  EXPECT_LT(robust->plan.time_ns, robust->sensitivity[1].plan.time_ns);
+  EXPECT_LE(robust->static_best.time_ns, robust->deadline_ns);
+}
+
+}  // namespace
+}  // namespace emo::opt

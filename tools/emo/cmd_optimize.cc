@@ -30,6 +30,7 @@ struct OptimizeArgs {
   std::string device;
   std::string devices_dir;
   double max_slowdown = 0.02;
+  double time_margin = 0;
   double min_pack_ms = 0;        // 0: 20 switch latencies (below)
   double switch_latency_us = -1;  // -1: the device file's
   std::string solver = "auto";
@@ -51,6 +52,7 @@ int RunOptimize(const OptimizeArgs& args) {
   options.overhead = std::move(overhead).value();
   opt::TracePlanOptions plan_options;
   plan_options.max_slowdown = args.max_slowdown;
+  plan_options.time_margin = args.time_margin;
   // The minimum pack: as given, else 20 switch latencies (research/gpu-dvfs-and-nvml.md section
   // 3.4: a switch then costs at most ~5 % of a pack's saving), else 10 ms.
   const double latency_us = args.switch_latency_us >= 0 ? args.switch_latency_us : device->switch_latency_us;
@@ -181,6 +183,12 @@ void SetupOptimize(CLI::App& app, int& exit_code) {
                   "Latency target, a fraction: iteration time <= (1 + S) x its time at the default clock\n"
                   "(0.02 = 2 % slower)")
       ->check(Fraction());
+  cmd->add_option("--time-margin", args->time_margin,
+                  "Plan so that the latency target also holds if every op's extra time at its planned clock is\n"
+                  "this fraction larger than the device model says (0.25: 25 % larger); the figures reported are\n"
+                  "the model's own. 0: the target holds for the model's times exactly, and a plan may sit where\n"
+                  "the iteration's slack runs out (see the sensitivity line and the fragile-plan warning)")
+      ->check(CLI::Range(0.0, 4.0));
   cmd->add_option("--min-pack-ms", args->min_pack_ms,
                   "Minimum pack length (ms) (default: 20 clock-switch latencies, from --switch-latency-us or the\n"
                   "device file; the H200's is not measured: 500 us is an assumption, so 10 ms)")

@@ -30,6 +30,11 @@ namespace emo::opt {
 
 struct TracePlanOptions {
   double max_slowdown = 0.02;
+  // Plan so that the target holds with every op's modelled extra time (its stretch at a clock,
+  // minus one) larger by this fraction; every figure the plan reports is then scored with the
+  // model's own times again. 0: the target holds for the model's times exactly (the plan may sit
+  // where the iteration's slack runs out: TracePlan::sensitivity).
+  double time_margin = 0;
   packing::PackOptions packing;
   // The pack-graph solver whose plan seeds the search; with kFast, the exact solver also runs
   // (when built with CBC) on pack graphs of at most `exact_check_max_packs` packs to report
@@ -157,6 +162,7 @@ struct TracePlan {
     PlanPoint plan;
   };
   std::vector<Sensitivity> sensitivity;
+  double time_margin = 0;            // TracePlanOptions::time_margin the plan was made with
   bool joint = false;                // timed as a rank of its job (TracePlanOptions::joint_*)
   std::string plan_from;             // which start the final plan descended from
   double solve_ms = 0;
