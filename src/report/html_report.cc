@@ -426,6 +426,16 @@ std::string SummaryTable(const json& plan) {
   s += "<tr><th>timeline range</th><td>" + range(plan, "timeline_range_us", "us") + "</td></tr>\n";
   s += "<tr><th>plan's saving over that range</th><td>" + range(p, "saving_range_pct", "%") + "</td></tr>\n";
   s += "<tr><th>plan's slowdown over that range</th><td>" + range(p, "slowdown_range_pct", "%") + "</td></tr>\n";
+  if (p.contains("sensitivity") && p["sensitivity"].is_array() && !p["sensitivity"].empty()) {
+    std::string cells;
+    for (const auto& e : p["sensitivity"]) {
+      cells += fmt::format("{}x{:g}: {:+.2f} %", cells.empty() ? "" : ", ", Num(e, "extra_time_factor"),
+                           Num(e, "slowdown_pct"));
+    }
+    const bool fragile = p.contains("fragile_time") && p["fragile_time"].is_boolean() && p["fragile_time"].get<bool>();
+    s += "<tr><th>slowdown with more extra time than modelled</th><td>" + Escape(cells) +
+         (fragile ? " (fragile: the target breaks by more than the extra time adds)" : "") + "</td></tr>\n";
+  }
   if (plan.contains("model")) {
     s += "<tr><th>energies</th><td>" + Escape(Str(plan["model"], "note", "")) + " (device model " +
          Escape(Str(plan["model"], "device", "")) + ")</td></tr>\n";

@@ -77,6 +77,22 @@ TEST(HtmlReportTest, DrawsTheTimelineFrontierEnergyAndTable) {
   EXPECT_NE(s.find("static 1500 MHz (best one clock)"), std::string::npos);
   EXPECT_NE(s.find("<td>25.00</td>"), std::string::npos);
   EXPECT_EQ(s.find("<script"), std::string::npos);
+  // A plan without the sensitivity (a JSON saved before it) draws no row for it.
+  EXPECT_EQ(s.find("slowdown with more extra time"), std::string::npos);
+}
+
+// The plan's sensitivity to its extra time, with the fragile flag.
+TEST(HtmlReportTest, TheSensitivityRowSaysWhenThePlanIsFragile) {
+  json plan = Plan();
+  plan["plan"]["sensitivity"] = json::array({{{"extra_time_factor", 1.1}, {"slowdown_pct", 4.56}},
+                                             {{"extra_time_factor", 1.25}, {"slowdown_pct", 10.56}}});
+  for (const bool fragile : {false, true}) {
+    plan["plan"]["fragile_time"] = fragile;
+    auto page = ReportHtmlFromOptimizeJson(plan);
+    ASSERT_TRUE(page.ok()) << page.status().message();
+    EXPECT_NE(page->find("x1.1: +4.56 %, x1.25: +10.56 %"), std::string::npos);
+    EXPECT_EQ(page->find("(fragile:") != std::string::npos, fragile);
+  }
 }
 
 TEST(HtmlReportTest, EscapesTheTraceName) {
