@@ -410,6 +410,9 @@ nlohmann::json AnalysisToJson(const TraceAnalysis& a) {
         a.graph->EdgeCount(static_cast<graph::EdgeKind>(k));
   }
   j["graph"]["edge_kinds"] = edge_kinds;
+  j["graph"]["queued_stream_gap_us"] =
+      a.graph->queued_stream_gap_ns() >= 0 ? json(NsToUs(a.graph->queued_stream_gap_ns())) : json(nullptr);
+  j["graph"]["queued_stream_pairs"] = a.graph->queued_stream_gap_pairs();
   json diags = json::array();
   for (const auto& row : a.AllDiagnostics().Rows()) {
     diags.push_back({{"name", row.name}, {"severity", SeverityName(row.severity)}, {"count", row.count},

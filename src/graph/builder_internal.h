@@ -24,6 +24,8 @@ class GraphBuilder {
   void AddNodes();
   void AddLaunchEdges();
   void AddStreamOrderEdges();
+  // Sets the graph's queued_stream_gap (GraphOptions::queued_lead_ns).
+  void MeasureQueuedStreamGap();
   void AddCrossThreadEdges();
   // Cross-thread hand-offs (graph_builder.cc): API calls sorted by end time, the waker of a
   // thread that slept in (lo, hi], and the CPU interval nodes that split at a wake-up.

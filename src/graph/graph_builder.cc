@@ -228,7 +228,27 @@ void GraphBuilder::AddLaunchEdges() {
   }
 }
 
+void GraphBuilder::MeasureQueuedStreamGap() {
+  const auto& gpu = t_.gpu;
+  std::vector<TimeNs> gaps;
+  for (const auto& ops : stream_ops_) {
+    for (size_t k = 1; k < ops.size(); ++k) {
+      const uint32_t a = ops[k - 1], b = ops[k];
+      const CpuEventId call = launcher_[b];
+      if (!call.valid() || t_.cpu.end[call.value()] + o_.queued_lead_ns > gpu.end[a]) continue;
+      if (gpu.start[b] >= gpu.end[a]) gaps.push_back(gpu.start[b] - gpu.end[a]);
+    }
+  }
+  g_.queued_stream_gap_pairs_ = gaps.size();
+  g_.queued_stream_gap_ns_ = -1;
+  if (gaps.empty() || gaps.size() < o_.queued_min_pairs) return;
+  auto mid = gaps.begin() + static_cast<std::ptrdiff_t>(gaps.size() / 2);
+  std::nth_element(gaps.begin(), mid, gaps.end());
+  g_.queued_stream_gap_ns_ = *mid;
+}
+
 void GraphBuilder::AddStreamOrderEdges() {
+  MeasureQueuedStreamGap();
   for (const auto& ops : stream_ops_) {
     for (size_t k = 1; k < ops.size(); ++k) {
       uint32_t a = ops[k - 1], b = ops[k];

@@ -232,6 +232,40 @@ TEST(GraphTest, ThreadHandOffsAreEdgesBothWays) {
       << "a shorter backward thread wakes the main thread earlier";
 }
 
+// The GPU's own gap between queued ops of one stream: 30 kernels launched 1-2 us apart, each
+// 20 us long, so every one after the first waits for the one before; the gaps alternate 1 and 3
+// us (median 3 us over 29 pairs: 15 of 3, 14 of 1). A kernel launched while the stream was idle
+// does not count. With fewer pairs than queued_min_pairs, none is measured.
+TEST(GraphTest, TheGapBetweenQueuedOpsOfAStreamIsMeasured) {
+  auto trace_of = [](int kernels) {
+    TraceBuilder b;
+    b.Annotation("ProfilerStep#1", 0, 5000);
+    double gpu = 10;
+    for (int k = 0; k < kernels; ++k) {
+      b.Api("cudaLaunchKernel", 1.5 * k, 1.5 * k + 1, k + 1);
+      b.Kernel("gemm", 7, gpu, gpu + 20, k + 1);
+      gpu += 20 + (k % 2 == 0 ? 3 : 1);
+    }
+    // Launched long after the stream went idle: not queued.
+    b.Api("cudaLaunchKernel", 4000, 4001, 1000);
+    b.Kernel("gemm", 7, 4003, 4010, 1000);
+    return b.Build();
+  };
+  trace::Trace t = trace_of(30);
+  auto g = graph::BuildGraph(t);
+  ASSERT_TRUE(g.ok()) << g.status().ToString();
+  EXPECT_EQ(g->queued_stream_gap_pairs(), 29u);
+  EXPECT_EQ(g->queued_stream_gap_ns(), TraceBuilder::Ns(3));
+  // Reported only: the identity replay is untouched.
+  const auto s = analysis::Replay(*g, analysis::MeasuredDurations(*g));
+  for (uint32_t v = 0; v < g->nodes().size(); ++v) ASSERT_EQ(s.start[v], g->nodes().start[v]) << v;
+  trace::Trace few = trace_of(10);
+  auto h = graph::BuildGraph(few);
+  ASSERT_TRUE(h.ok()) << h.status().ToString();
+  EXPECT_EQ(h->queued_stream_gap_pairs(), 9u);
+  EXPECT_EQ(h->queued_stream_gap_ns(), -1);
+}
+
 TEST(WhatIfTest, ParsesScaleRules) {
   auto r = analysis::ParseScaleRule("a=b=1.5");
   ASSERT_TRUE(r.ok());

@@ -90,6 +90,11 @@ class Graph {
   // Edge counts per kind and rule outcomes (fallback rules used, edges dropped as inconsistent).
   const Diagnostics& diagnostics() const { return diagnostics_; }
   uint64_t EdgeCount(EdgeKind k) const { return edge_counts_[static_cast<size_t>(k)]; }
+  // The median gap between two ops of one stream when the second was already queued
+  // (GraphOptions::queued_lead_ns), -1 with fewer than GraphOptions::queued_min_pairs such pairs;
+  // and how many pairs the trace has.
+  TimeNs queued_stream_gap_ns() const { return queued_stream_gap_ns_; }
+  size_t queued_stream_gap_pairs() const { return queued_stream_gap_pairs_; }
 
  private:
   friend class GraphBuilder;
@@ -101,6 +106,8 @@ class Graph {
   std::vector<NodeId> gpu_node_;  // by GpuOpId
   std::vector<NodeId> cpu_node_;  // by CpuEventId (API calls only)
   Diagnostics diagnostics_;
+  TimeNs queued_stream_gap_ns_ = -1;
+  size_t queued_stream_gap_pairs_ = 0;
   uint64_t edge_counts_[static_cast<size_t>(EdgeKind::kCount)] = {};
 };
 

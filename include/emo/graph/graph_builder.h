@@ -12,6 +12,13 @@ namespace emo::graph {
 struct GraphOptions {
   // Minimum launch latency, API call start -> GPU op start, when the stream is idle (ns).
   TimeNs launch_latency_floor_ns = 2000;
+  // The GPU's own gap between two ops of one stream when the second was already queued (its
+  // launch call ended at least `queued_lead_ns` before the first op ended): measured per trace
+  // as the median over its queued pairs, when it has at least `queued_min_pairs` of them
+  // (Graph::queued_stream_gap_ns). Reported only: a non-binding stream-order edge still has no
+  // minimum delay, so a replay in which a slower op makes the next one wait starts it at once.
+  TimeNs queued_lead_ns = 10000;
+  size_t queued_min_pairs = 20;
   // Minimum CPU cost of a blocking call that had to wait (ns); its wait comes from edges.
   TimeNs blocking_call_floor_ns = 2000;
   // A sync edge whose source ends later than this after the blocking call returned is
