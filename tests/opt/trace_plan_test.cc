@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <limits>
 #include <set>
+#include <span>
 
 #include "emo/analysis/analyze.h"
 #include "emo/analysis/iterations.h"
@@ -28,6 +29,12 @@ std::vector<std::string> H200Traces() {
   }
   std::sort(out.begin(), out.end());
   return out;
+}
+
+// The steady iteration's time with the trace's graph replayed on durations `d`.
+TimeNs SteadyTime(const analysis::TraceAnalysis& a, std::span<const TimeNs> d) {
+  const auto bounds = analysis::BoundsOf(*a.graph, a.iterations, analysis::Replay(*a.graph, d), a.steady);
+  return bounds.end - bounds.start;
 }
 
 TEST(TracePlanTest, EveryH200TraceMeetsTheTargetAndBeatsStaticBest) {
@@ -169,8 +176,7 @@ TEST(TracePlanTest, SwitchLatencyCostsOnlyPlansThatSwitch) {
   // catches run at the previous pack's clock there too.
   for (const auto* p : {&*f, &*s}) {
     const std::vector<TimeNs> d = PlannedDurations(*p, a->durations);
-    const auto bounds = analysis::BoundsOf(*a->graph, a->iterations, analysis::Replay(*a->graph, d), a->steady);
-    EXPECT_NEAR(static_cast<double>(bounds.end - bounds.start), static_cast<double>(p->plan.time_ns), 1000.0)
+    EXPECT_NEAR(static_cast<double>(SteadyTime(*a, d)), static_cast<double>(p->plan.time_ns), 1000.0)
         << (p == &*s ? "1 ms switches" : "free switches");
   }
 }
@@ -436,8 +442,7 @@ TEST(TracePlanTest, APlanWhoseSlackRunsOutJustBeyondItIsFlaggedFragile) {
       for (size_t k = 0; k < p.pack.ops.size(); ++k) {
         d[p.pack.ops[k].value()] += std::llround(s.extra_factor * static_cast<double>(p.op_extra_ns[k]));
       }
-      const auto bounds = analysis::BoundsOf(*a->graph, a->iterations, analysis::Replay(*a->graph, d), a->steady);
-      EXPECT_NEAR(static_cast<double>(bounds.end - bounds.start), static_cast<double>(s.plan.time_ns), 2000.0)
+      EXPECT_NEAR(static_cast<double>(SteadyTime(*a, d)), static_cast<double>(s.plan.time_ns), 2000.0)
           << "x" << s.extra_factor;
     }
     const auto* f = FragileTime(*plan);
@@ -452,12 +457,6 @@ TEST(TracePlanTest, APlanWhoseSlackRunsOutJustBeyondItIsFlaggedFragile) {
     EXPECT_GT(SlowdownPct(plan->baseline, f->plan), 4.0);
   }
 }
-
-}  // namespace
-}  // namespace emo::opt
-
-namespace emo::opt {
-namespace {
 
 // --time-margin: the plan is made so that the target holds with every op's extra time 25 %
 // larger, and reports the model's own times. On the CPU-bound loop the fragile 390 MHz plan
@@ -492,8 +491,7 @@ TEST(TracePlanTest, AMarginPlansForLargerExtraTimesAndReportsTheModelsOwn) {
   // Reported with the model's own times: the replay of its own extra times, and inside the
   // target with room to spare.
   const std::vector<TimeNs> d = PlannedDurations(*robust, a->durations);
-  const auto bounds = analysis::BoundsOf(*a->graph, a->iterations, analysis::Replay(*a->graph, d), a->steady);
-  EXPECT_NEAR(static_cast<double>(bounds.end - bounds.start), static_cast<double>(robust->plan.time_ns), 1000.0);
+  EXPECT_NEAR(static_cast<double>(SteadyTime(*a, d)), static_cast<double>(robust->plan.time_ns), 1000.0);
   EXPECT_LT(robust->plan.time_ns, robust->sensitivity[1].plan.time_ns);
   EXPECT_LE(robust->static_best.time_ns, robust->deadline_ns);
 }
