@@ -742,8 +742,9 @@ Basis Inflated(const Basis& basis, double factor) {
       d = i;
     }
   }
+  const auto& at_default = basis.stretch[d];
   for (auto& per_kind : inflated.stretch) {
-    for (size_t k = 0; k < per_kind.size(); ++k) per_kind[k] = basis.stretch[d][k] + factor * (per_kind[k] - basis.stretch[d][k]);
+    for (size_t k = 0; k < per_kind.size(); ++k) per_kind[k] = at_default[k] + factor * (per_kind[k] - at_default[k]);
   }
   return inflated;
 }

@@ -30,8 +30,8 @@ namespace emo::opt {
 
 struct TracePlanOptions {
   double max_slowdown = 0.02;
-  // Plan so that the target holds with every op's modelled extra time (its stretch at a clock,
-  // minus one) larger by this fraction; every figure the plan reports is then scored with the
+  // Plan so that the target holds with every op's modelled extra time (its time at a clock minus
+  // its time at the default clock) larger by this fraction; every figure the plan reports is then scored with the
   // model's own times again. 0: the target holds for the model's times exactly (the plan may sit
   // where the iteration's slack runs out: TracePlan::sensitivity).
   double time_margin = 0;
@@ -153,7 +153,7 @@ struct TracePlan {
   };
   std::vector<BandEnd> band;
   // The plan's clocks replayed with every op's modelled extra time (its time at the planned clock
-  // over its time as traced, minus one) multiplied by each of kSensitivityFactors: how close the
+  // minus its time at the default clock) multiplied by each of kSensitivityFactors: how close the
   // plan sits to where the iteration's slack runs out. The replay is exact only where the model's
   // time ratios are, and those are measured at the clocks the power limiter picks (devices/*.json,
   // kinds), not at the low clocks a slack-rich plan goes to.
