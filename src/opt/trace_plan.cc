@@ -230,6 +230,19 @@ PlanPoint Descend(Evaluator& ev, const std::vector<PackModel>& models, TimeNs de
   }
 }
 
+// The index of the device's clock nearest its default clock: in its clock table, and so in every
+// pack's options and in Basis::stretch, which follow it.
+size_t DefaultClockIndex(const model::DeviceModel& device) {
+  size_t d = 0;
+  for (size_t i = 0; i < device.clocks.size(); ++i) {
+    if (std::abs(device.clocks[i].value() - device.default_clock.value()) <
+        std::abs(device.clocks[d].value() - device.default_clock.value())) {
+      d = i;
+    }
+  }
+  return d;
+}
+
 // Clock options of every pack from its busy time per kernel class, measured at the basis'
 // measured clock. Each op counts with its KernelShare, scaled where it overlaps other ops of its
 // GPU (ConcurrencyFactors, on the analysis timeline).
@@ -276,13 +289,7 @@ std::vector<PackModel> BuildModels(const Basis& b, const std::vector<packing::Pa
     }
     m.options = model::PackClockOptions(device, times, b.measured_clock);
     m.front = model::ParetoFront(m.options);
-    m.default_index = 0;
-    for (size_t i = 0; i < m.options.size(); ++i) {
-      if (std::abs(m.options[i].clock.value() - device.default_clock.value()) <
-          std::abs(m.options[m.default_index].clock.value() - device.default_clock.value())) {
-        m.default_index = i;
-      }
-    }
+    m.default_index = DefaultClockIndex(device);
   }
   return models;
 }
@@ -734,35 +741,26 @@ void ScoreBand(const Basis& basis, const PackingPlan& won, TracePlan& plan) {
 // clock options follow the device's clock table), so the default clock's times stay as they are.
 Basis Inflated(const Basis& basis, double factor) {
   Basis inflated = basis;
-  const auto& clocks = basis.device.clocks;
-  size_t d = 0;
-  for (size_t i = 0; i < clocks.size(); ++i) {
-    if (std::abs(clocks[i].value() - basis.device.default_clock.value()) <
-        std::abs(clocks[d].value() - basis.device.default_clock.value())) {
-      d = i;
-    }
-  }
-  const auto& at_default = basis.stretch[d];
+  const auto& at_default = basis.stretch[DefaultClockIndex(basis.device)];
   for (auto& per_kind : inflated.stretch) {
     for (size_t k = 0; k < per_kind.size(); ++k) per_kind[k] = at_default[k] + factor * (per_kind[k] - at_default[k]);
   }
   return inflated;
 }
 
-// A packing's best plan scored on `basis`.
-PlanPoint ScoreOn(const Basis& basis, const PackingPlan& k) {
+// A packing's best plan scored on `basis` (its replay counted in plan.replays).
+PlanPoint ScoreOn(const Basis& basis, const PackingPlan& k, TracePlan& plan) {
   Evaluator e(basis, k.packs, k.models);
-  return e.Evaluate(k.candidates[k.best].choice);
+  const PlanPoint p = e.Evaluate(k.candidates[k.best].choice);
+  plan.replays += e.replays;
+  return p;
 }
 
 // The plan's clocks replayed with every op's modelled extra time multiplied by each of
 // kSensitivityFactors (TracePlan::sensitivity).
 void ScoreSensitivity(const Basis& basis, const PackingPlan& won, TracePlan& plan) {
   for (const double factor : kSensitivityFactors) {
-    const Basis inflated = Inflated(basis, factor);
-    Evaluator e(inflated, won.packs, won.models);
-    plan.sensitivity.push_back({factor, e.Evaluate(won.candidates[won.best].choice)});
-    plan.replays += e.replays;
+    plan.sensitivity.push_back({factor, ScoreOn(Inflated(basis, factor), won, plan)});
   }
 }
 
@@ -812,7 +810,7 @@ Result<TracePlan> PlanTrace(const analysis::TraceAnalysis& a, const model::Devic
   std::optional<PackingPlan> by_phase;
   if (one_device) {
     EMO_ASSIGN_OR_RETURN(by_phase, PlanKind(basis, make(packing::PackingKind::kPhases), options, plan, static_index, nullptr));
-    plan.pass_level = margin ? ScoreOn(nominal, *by_phase) : by_phase->candidates[by_phase->best].point;
+    plan.pass_level = margin ? ScoreOn(nominal, *by_phase, plan) : by_phase->candidates[by_phase->best].point;
     plan.pass_level_phases = by_phase->packs.size();
     ScorePerKernelBlind(nominal, input, options, plan);
   }
@@ -829,8 +827,8 @@ Result<TracePlan> PlanTrace(const analysis::TraceAnalysis& a, const model::Devic
   for (const auto& [kind, p] : tried) plan.replays += p->replays;
   const PackingPlan& won = KeepCheapest(tried, plan);
   if (margin) {
-    for (size_t k = 0; k < tried.size(); ++k) plan.packings[k].point = ScoreOn(nominal, *tried[k].second);
-    plan.plan = ScoreOn(nominal, won);
+    for (size_t k = 0; k < tried.size(); ++k) plan.packings[k].point = ScoreOn(nominal, *tried[k].second, plan);
+    plan.plan = ScoreOn(nominal, won, plan);
   }
   RecordPacks(nominal, won, plan);
   ScoreBand(nominal, won, plan);
@@ -871,9 +869,11 @@ std::array<double, 2> RangeOverBand(const TracePlan& plan, F f) {
 std::array<double, 2> SavingRangePct(const TracePlan& plan) { return RangeOverBand(plan, SavingPct); }
 std::array<double, 2> SlowdownRangePct(const TracePlan& plan) { return RangeOverBand(plan, SlowdownPct); }
 
+double TargetPct(const TracePlan& plan) { return SlowdownPct(plan.baseline, PlanPoint{plan.deadline_ns, 0.0}); }
+
 const TracePlan::Sensitivity* FragileTime(const TracePlan& plan) {
   const double planned = SlowdownPct(plan.baseline, plan.plan);
-  const double target = SlowdownPct(plan.baseline, PlanPoint{plan.deadline_ns, 0.0});
+  const double target = TargetPct(plan);
   for (const auto& s : plan.sensitivity) {
     if (s.extra_factor != kFragileFactor) continue;
     const double at = SlowdownPct(plan.baseline, s.plan);
@@ -890,7 +890,7 @@ std::string FragileTimeWarning(const TracePlan& plan, const TracePlan::Sensitivi
       "in the model's times costs far more than itself; --time-margin 0.25 plans clear of it, and `emo run "
       "--guard` falls back to the default clock when iterations overrun",
       fragile.extra_factor, SlowdownPct(plan.baseline, fragile.plan), SlowdownPct(plan.baseline, plan.plan),
-      SlowdownPct(plan.baseline, PlanPoint{plan.deadline_ns, 0.0}));
+      TargetPct(plan));
 }
 
 }  // namespace emo::opt

@@ -262,7 +262,7 @@ std::string PlanText(const opt::PlannedTrace& pt) {
     }
     out += fmt::format("  sensitivity: with the modelled extra time {}, the plan is {} % (planned {:+.1f} %, target "
                        "+{:.1f} %{})\n",
-                       factors, slowdowns, opt::SlowdownPct(b, plan.plan), opt::SlowdownPct(b, {plan.deadline_ns, 0.0}),
+                       factors, slowdowns, opt::SlowdownPct(b, plan.plan), opt::TargetPct(plan),
                        plan.time_margin > 0 ? fmt::format(", planned to hold it at x{:g}", 1.0 + plan.time_margin) : "");
   }
   for (const auto& w : Warnings(pt)) out += "  warning: " + w + "\n";

@@ -192,6 +192,8 @@ std::string FragileTimeWarning(const TracePlan& plan, const TracePlan::Sensitivi
 // 100 x (baseline energy - p's) / baseline energy, and 100 x (p's time - baseline's) / baseline's.
 double SavingPct(const PlanPoint& baseline, const PlanPoint& p);
 double SlowdownPct(const PlanPoint& baseline, const PlanPoint& p);
+// The latency target as a slowdown: 100 x (deadline / baseline time - 1).
+double TargetPct(const TracePlan& plan);
 // The plan's saving and slowdown over its timeline and both ends of the overhead correction's
 // band: {least, most}.
 std::array<double, 2> SavingRangePct(const TracePlan& plan);
