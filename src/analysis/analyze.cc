@@ -98,7 +98,8 @@ Result<OverheadModel> ChooseOverheadModel(const TraceAnalysis& a, const Overhead
         m.comm_scale = comm;
       }
     }
-    m.ratio = m.cpu_scale * m.gauge.slowdown;  // the ratio this trace needs on its own
+    // The ratio this trace needs on its own under the calibration's gauge exponent.
+    m.ratio = m.cpu_scale * std::pow(m.gauge.slowdown, calibration.gauge_exponent);
     m.source = OverheadSource::kStepTime;
     m.confidence = "high";
     m.note = from_tracer ? fmt::format("CPU scale fitted to the untraced step time emo trace measured in the same run "

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <cstdlib>
 #include <sstream>
 #include <unordered_map>
@@ -409,26 +410,25 @@ OverheadModel ModelFromCalibration(const graph::Graph& g, const IterationMap& it
   }
   if (m.waits_on_other_ranks) {
     unlike.push_back("this rank's collectives wait for other ranks, whose own profiler overhead is not undone (our "
-                     "2-GPU DDP and pipeline traces: +23 to +168 % against the measured unprofiled step, "
-                     "BENCHMARKS.md)");
+                     "2-GPU DDP and pipeline traces, each rank alone: -4 to +168 % against the measured unprofiled "
+                     "step; read together, +10 to +16 %, BENCHMARKS.md)");
   }
   const double density = m.gauge.Density();
   if (m.gauge.measured && c.density_hi > 0 &&
       (density < c.density_lo / kTolerance || density > c.density_hi * kTolerance)) {
     unlike.push_back(fmt::format("it records {:.0f} leaf operators per ms of CPU time at the reference speed, the "
-                                 "calibration's loops {:.0f}-{:.0f} (on our H200, loops outside the range were up to "
-                                 "82 % off, BENCHMARKS.md)",
+                                 "calibration's loops {:.0f}-{:.0f}: a kind of loop the ratio was never fitted on",
                                  density, c.density_lo, c.density_hi));
   }
-  m.cpu_scale = std::min(1.0, m.ratio / slowdown);
+  m.cpu_scale = std::min(1.0, c.Scale(record_shapes, slowdown));
   const std::string head = fmt::format("{} {} calibration, CPU speed gauge", c.source, config);
   if (unlike.empty()) {
     m.confidence = "medium";
     m.band_lo = 0.65;
     m.band_hi = std::min(1.35, 1.0 / m.cpu_scale);
     m.note = fmt::format(
-        "{} (CPU {:.2f}x its reference, leaf-operator density {:.0f}/ms, inside the calibration's); on our H200 "
-        "training loops within 10 % leave-one-workload-out, up to 50 % off on unseen ones (BENCHMARKS.md): pass "
+        "{} (CPU {:.2f}x its reference, leaf-operator density {:.0f}/ms, inside the calibration's); on our nine "
+        "H200 workloads, leave-one-workload-out, half within 8.2 % and the worst 44 % off (BENCHMARKS.md): pass "
         "--step-time for a calibrated run",
         head, m.gauge.slowdown, density);
     return m;
@@ -436,7 +436,8 @@ OverheadModel ModelFromCalibration(const graph::Graph& g, const IterationMap& it
   // Low: the corrected time may lie anywhere from the smallest scale the calibration saw for this
   // configuration to no correction at all.
   m.confidence = "low";
-  const double smallest = c.slowdown_hi > 0 ? m.ratio / (c.slowdown_hi * kTolerance) : 0.55 * m.cpu_scale;
+  const double smallest =
+      c.slowdown_hi > 0 ? c.Scale(record_shapes, c.slowdown_hi * kTolerance) : 0.55 * m.cpu_scale;
   m.band_lo = std::min(1.0, smallest / m.cpu_scale);
   m.band_hi = 1.0 / m.cpu_scale;
   std::string why;
@@ -447,11 +448,16 @@ OverheadModel ModelFromCalibration(const graph::Graph& g, const IterationMap& it
   return m;
 }
 
-double FitRatio(const std::vector<CalibrationSample>& samples) {
+double OverheadCalibration::Scale(bool record_shapes, double slowdown) const {
+  return Ratio(record_shapes) / std::pow(slowdown, gauge_exponent);
+}
+
+double FitRatio(const std::vector<CalibrationSample>& samples, double exponent, double* fitted_loss) {
   auto loss = [&](double ratio) {
     double sum = 0;
     for (const auto& s : samples) {
-      const TimeNs c = CorrectedIterationTime(*s.graph, *s.iterations, s.steady, *s.traced, *s.floors, ratio * s.b);
+      const TimeNs c = CorrectedIterationTime(*s.graph, *s.iterations, s.steady, *s.traced, *s.floors,
+                                              ratio * std::pow(s.b, exponent));
       const double r = std::log(static_cast<double>(std::max<TimeNs>(1, c)) / static_cast<double>(s.unprofiled_ns));
       sum += r * r;
     }
@@ -471,25 +477,48 @@ double FitRatio(const std::vector<CalibrationSample>& samples) {
   };
   scan(0.2, 1.5, 0.01);
   scan(std::max(0.2, best_ratio - 0.01), best_ratio + 0.01, 0.00025);
+  if (fitted_loss) *fitted_loss = best;
   return best_ratio;
 }
 
+void FitCalibrationRatios(const std::vector<CalibrationSample>& light, const std::vector<CalibrationSample>& shapes,
+                          OverheadCalibration& cal) {
+  double best = std::numeric_limits<double>::infinity();
+  const int steps = static_cast<int>(std::lround(kMaxGaugeExponent / 0.05));
+  for (int k = 0; k <= steps; ++k) {
+    const double exponent = 0.05 * k;
+    double loss_light = 0, loss_shapes = 0;
+    const double rl = light.empty() ? 0.0 : FitRatio(light, exponent, &loss_light);
+    const double rs = shapes.empty() ? 0.0 : FitRatio(shapes, exponent, &loss_shapes);
+    if (loss_light + loss_shapes < best - 1e-12) {
+      best = loss_light + loss_shapes;
+      cal.gauge_exponent = exponent;
+      cal.ratio_light = rl;
+      cal.ratio_shapes = rs;
+    }
+  }
+}
+
 OverheadCalibration ShippedCalibration() {
-  // `emo calibrate-overhead` on the twelve traces of ../shared/traces/h200/overhead (gpt_train,
-  // resnet_train, multistream x sync/async x light/shapes) against truth.json's unprofiled
-  // medians (BENCHMARKS.md, Order 2, has the command and the leave-one-workload-out scores).
+  // `emo calibrate-overhead` on the 36 traces of the nine H200 workloads with unprofiled truths:
+  // ../shared/traces/h200/overhead (gpt_train, resnet_train, multistream), data/h200_heldout
+  // (mlp_small_train, bert_infer, cnn_dataload_train) and data/h200_heldout2 (gpt_small_train,
+  // resnet_small_train, lstm_lm_train), each sync/async x light/record_shapes. The last section
+  // of `bash bench/overhead_lowo.sh` prints it; the same script scores the method
+  // leave-one-workload-out over the nine (BENCHMARKS.md, Order 2).
   OverheadCalibration c;
-  c.reference_ns = {{"aten::empty", 5093.0},
-                    {"aten::empty_strided", 5949.5},
-                    {"cudaLaunchKernel", 7322.0},
-                    {"cuLaunchKernelEx", 8198.5},
-                    {"cudaMemsetAsync", 5886.0}};
-  c.ratio_light = 0.63975;
-  c.ratio_shapes = 0.588;
-  c.density_lo = 23.47;   // resnet_train_sync_shapes
-  c.density_hi = 36.35;   // gpt_train_async_light
-  c.slowdown_lo = 0.832;  // resnet_train_async_light
-  c.slowdown_hi = 1.336;  // resnet_train_sync_shapes
+  c.reference_ns = {{"aten::empty", 4821.0},
+                    {"aten::empty_strided", 5137.0},
+                    {"cudaLaunchKernel", 6939.0},
+                    {"cuLaunchKernelEx", 7477.0},
+                    {"cudaMemsetAsync", 3617.0}};
+  c.ratio_light = 0.53825;
+  c.ratio_shapes = 0.459;
+  c.gauge_exponent = 0.6;
+  c.density_lo = 9.53;    // lstm_lm_train_async_light
+  c.density_hi = 81.60;   // bert_infer_sync_light
+  c.slowdown_lo = 0.678;  // bert_infer_async_shapes
+  c.slowdown_hi = 1.444;  // resnet_train_sync_shapes
   c.gpus = {"NVIDIA H200"};
   c.source = "shipped h200/torch-2.11";
   return c;
@@ -531,6 +560,7 @@ nlohmann::json CalibrationToJson(const OverheadCalibration& c) {
   j["ratio"] = {{"light", c.ratio_light}, {"shapes", c.ratio_shapes}};
   j["leaf_ops_per_ms"] = {c.density_lo, c.density_hi};
   j["cpu_slowdown"] = {c.slowdown_lo, c.slowdown_hi};
+  j["gauge_exponent"] = c.gauge_exponent;
   j["gpus"] = c.gpus;
   return j;
 }
@@ -572,6 +602,13 @@ Result<OverheadCalibration> LoadOverheadCalibration(const std::string& path) {
   };
   if (!range("leaf_ops_per_ms", c.density_lo, c.density_hi)) return bad("leaf_ops_per_ms is not a range [lo, hi]");
   if (!range("cpu_slowdown", c.slowdown_lo, c.slowdown_hi)) return bad("cpu_slowdown is not a range [lo, hi]");
+  if (j.contains("gauge_exponent")) {
+    const auto& e = j["gauge_exponent"];
+    if (!e.is_number() || e.get<double>() < 0 || e.get<double>() > kMaxGaugeExponent) {
+      return bad(fmt::format("gauge_exponent is not a number in [0, {}]", kMaxGaugeExponent));
+    }
+    c.gauge_exponent = e.get<double>();
+  }
   if (j.contains("gpus")) {
     if (!j["gpus"].is_array()) return bad("gpus is not an array of GPU names");
     for (const auto& name : j["gpus"]) {

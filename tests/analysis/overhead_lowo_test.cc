@@ -56,17 +56,17 @@ TEST(OverheadLowoTest, HeldOutWorkloadWithinTenPercent) {
     OverheadCalibration cal;
     cal.reference_ns = GaugeReference(graphs, its);
     cal.source = "fitted without " + held;
-    for (bool shapes : {false, true}) {
-      std::vector<CalibrationSample> samples;
-      for (const auto& r : runs) {
-        if (r.workload == held || r.a.trace->meta.record_shapes != shapes) continue;
-        const double b = MeasureSpeedGauge(*r.a.graph, r.a.iterations, r.a.steady, cal.reference_ns).b();
-        samples.push_back({r.a.graph.get(), &r.a.iterations, r.a.steady, &r.a.traced_durations, &r.a.cpu_floors, b,
-                           r.unprofiled_ns});
-      }
-      ASSERT_EQ(samples.size(), 4u);
-      (shapes ? cal.ratio_shapes : cal.ratio_light) = FitRatio(samples);
+    std::vector<CalibrationSample> samples[2];  // light, record_shapes
+    for (const auto& r : runs) {
+      if (r.workload == held) continue;
+      const double b = MeasureSpeedGauge(*r.a.graph, r.a.iterations, r.a.steady, cal.reference_ns).b();
+      samples[r.a.trace->meta.record_shapes ? 1 : 0].push_back({r.a.graph.get(), &r.a.iterations, r.a.steady,
+                                                                  &r.a.traced_durations, &r.a.cpu_floors, b,
+                                                                  r.unprofiled_ns});
     }
+    ASSERT_EQ(samples[0].size(), 4u);
+    ASSERT_EQ(samples[1].size(), 4u);
+    FitCalibrationRatios(samples[0], samples[1], cal);
     for (const auto& r : runs) {
       if (r.workload != held) continue;
       const auto& a = r.a;

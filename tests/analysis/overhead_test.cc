@@ -249,10 +249,39 @@ TEST(OverheadModelTest, FitCpuScaleHitsAReachableStepTime) {
   EXPECT_EQ(FitCpuScale(t->graph, t->iterations, 2, traced, floors, 1), 0.05);
 }
 
+// Samples whose unprofiled times follow ratio x b^0.5 on the same CPU-bound loop, at gauge
+// readings from fast to slow: the fit finds the exponent and the ratio, where the exponent 1 it
+// replaces would miss the fast and the slow readings in opposite directions.
+TEST(OverheadCalibrationTest, TheGaugeExponentIsFittedWithTheRatios) {
+  auto t = SpeedTrace({2.0});
+  const auto traced = MeasuredDurations(t->graph);
+  const auto floors = CpuFloorsNs(t->graph, traced);
+  constexpr double kRatio = 0.5, kExponent = 0.5;
+  std::vector<CalibrationSample> light;
+  for (double slowdown : {0.7, 0.85, 1.0, 1.2, 1.4}) {
+    const double b = 1.0 / slowdown;
+    const TimeNs truth =
+        CorrectedIterationTime(t->graph, t->iterations, 2, traced, floors, kRatio * std::pow(b, kExponent));
+    light.push_back({&t->graph, &t->iterations, 2, &traced, &floors, b, truth});
+  }
+  OverheadCalibration c;
+  FitCalibrationRatios(light, {}, c);
+  EXPECT_NEAR(c.gauge_exponent, kExponent, 0.051);
+  EXPECT_NEAR(c.ratio_light, kRatio, 0.01);
+  EXPECT_EQ(c.ratio_shapes, 0.0);  // no record_shapes sample
+  EXPECT_NEAR(c.Scale(false, 0.7), kRatio * std::pow(1 / 0.7, kExponent), 0.01);
+  // With the exponent held at 1, the loss is larger than at the fitted one.
+  double at_one = 0, fitted = 0;
+  FitRatio(light, 1.0, &at_one);
+  FitRatio(light, c.gauge_exponent, &fitted);
+  EXPECT_GT(at_one, 10 * fitted);
+}
+
 TEST(OverheadCalibrationTest, FileRoundTripsAndBadFilesNameThemselves) {
   OverheadCalibration c = ShippedCalibration();
   c.density_lo = 10;
   c.density_hi = 40;
+  c.gauge_exponent = 0.35;
   const auto dir = std::filesystem::temp_directory_path();
   const auto path = (dir / "emo_overhead_calibration_test.json").string();
   std::ofstream(path) << CalibrationToJson(c).dump(2);
@@ -263,13 +292,25 @@ TEST(OverheadCalibrationTest, FileRoundTripsAndBadFilesNameThemselves) {
   EXPECT_EQ(back->ratio_shapes, c.ratio_shapes);
   EXPECT_EQ(back->density_lo, 10);
   EXPECT_EQ(back->density_hi, 40);
+  EXPECT_EQ(back->gauge_exponent, 0.35);
   EXPECT_EQ(back->source, path);
+  // A file from before the exponent existed means the exponent 1.
+  auto old = CalibrationToJson(c);
+  old.erase("gauge_exponent");
+  std::ofstream(path) << old.dump();
+  auto before = LoadOverheadCalibration(path);
+  ASSERT_TRUE(before.ok()) << before.status().ToString();
+  EXPECT_EQ(before->gauge_exponent, 1.0);
 
   for (const char* text : {"[1]", "{\"format\": \"emo-overhead-calibration-1\"}",
                            "{\"format\": \"other\", \"reference_ns\": {}, \"ratio\": {}}",
                            "{\"format\": \"emo-overhead-calibration-1\", \"reference_ns\": {\"x\": -1}, \"ratio\": {}}",
                            "{\"format\": \"emo-overhead-calibration-1\", \"reference_ns\": {}, \"ratio\": {\"light\": \"a\"}}",
                            "{\"format\": 1, \"reference_ns\": {}, \"ratio\": {}}",  // threw before the type check
+                           "{\"format\": \"emo-overhead-calibration-1\", \"reference_ns\": {}, \"ratio\": {}, "
+                           "\"gauge_exponent\": 2}",
+                           "{\"format\": \"emo-overhead-calibration-1\", \"reference_ns\": {}, \"ratio\": {}, "
+                           "\"gauge_exponent\": \"1\"}",
                            "not json"}) {
     std::ofstream(path) << text;
     auto bad = LoadOverheadCalibration(path);

@@ -211,19 +211,36 @@ TEST(CliTest, CalibratedOverheadReproducesInAnalyze) {
   std::filesystem::remove(file);
 }
 
-// The shipped calibration marks how far to trust it: a loop unlike the ones it was fitted on
-// (here inference: many more operators per ms of CPU time) gets a low confidence and a range
-// around the corrected time.
+// A calibration marks how far to trust it: a loop unlike the ones it was fitted on gets a low
+// confidence and a range around the corrected time. Here a calibration fitted on training loops
+// only (23-36 leaf operators per ms of CPU time, the shipped table and ratios) meets an
+// inference loop with many more operators per ms; the shipped calibration, fitted on it too,
+// calls it medium.
 TEST(CliTest, OverheadCorrectionSaysHowSureItIs) {
-  const auto j = EmoJson("analyze " + kHeldout, "analyze_confidence");
+  const auto shipped = EmoJson("analyze " + kHeldout, "analyze_confidence_shipped");
+  ASSERT_TRUE(shipped.is_object());
+  EXPECT_EQ(shipped["overhead"]["confidence"], "medium") << shipped["overhead"].dump();
+  const double density = shipped["overhead"]["speed_gauge"]["leaf_ops_per_ms"].get<double>();
+  EXPECT_GT(density, 36 * 1.25);  // beyond the narrow calibration's range and its tolerance
+  const std::string cal = (std::filesystem::temp_directory_path() / "emo_cli_training_only_calibration.json").string();
+  std::ofstream(cal) << R"({"format": "emo-overhead-calibration-1",
+    "reference_ns": {"aten::empty": 4821.0, "aten::empty_strided": 5137.0, "cudaLaunchKernel": 6939.0,
+                     "cuLaunchKernelEx": 7477.0, "cudaMemsetAsync": 3617.0},
+    "ratio": {"light": 0.53825, "shapes": 0.459}, "gauge_exponent": 0.6,
+    "leaf_ops_per_ms": [23.0, 36.0], "cpu_slowdown": [0.678, 1.444], "gpus": ["NVIDIA H200"]})";
+  const auto j = EmoJson("analyze " + kHeldout + " --overhead-calibration " + cal, "analyze_confidence");
   ASSERT_TRUE(j.is_object());
   const auto& o = j["overhead"];
   EXPECT_EQ(o["confidence"], "low") << o.dump();
+  EXPECT_NE(o["note"].get<std::string>().find("leaf operators per ms"), std::string::npos) << o.dump();
   for (const char* k : {"per_event_ns", "events", "source", "cpu_scale", "note"}) EXPECT_TRUE(o.contains(k)) << k;
   const auto& it = j["iteration_time_us"];
   const double lo = it["corrected_range"][0].get<double>(), hi = it["corrected_range"][1].get<double>();
   EXPECT_LT(lo, it["corrected"].get<double>());
   EXPECT_GT(hi, it["corrected"].get<double>());
+  // The same correction either way: only the confidence differs.
+  EXPECT_DOUBLE_EQ(it["corrected"].get<double>(), shipped["iteration_time_us"]["corrected"].get<double>());
+  std::filesystem::remove(cal);
   const auto bad = Emo("analyze " + kHeldout + " --overhead-calibration " + kHeldout);
   EXPECT_NE(bad.exit_code, 0);
   EXPECT_NE(bad.out.find("not an overhead calibration"), std::string::npos) << bad.out;

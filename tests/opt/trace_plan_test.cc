@@ -143,8 +143,11 @@ namespace {
 
 // A clock switch takes the switch latency at the old clock: plans without switches (the
 // baseline, the best static clock) cost the same with or without it, and plans with it still
-// meet the target and cost no more than the static best; at 2 ms packs the plan with a 1 ms
-// latency costs no less than the one with free switches (a switch can only add time and energy).
+// meet the target and cost no more than the static best. A plan with a 1 ms latency may cost less
+// than the one with free switches (on the example trace's corrected timeline, 11.93 against
+// 12.08 J): after a switch up, the ops of the switch's first ms run at the lower old clock, cheaper
+// where they have slack, and the greedy descent takes another path. So the latency is checked by
+// what it changes, not by its sign.
 TEST(TracePlanTest, SwitchLatencyCostsOnlyPlansThatSwitch) {
   auto device = model::FindDevice("h200", EMO_SOURCE_DIR "/devices");
   ASSERT_TRUE(device.ok()) << device.status().ToString();
@@ -167,7 +170,6 @@ TEST(TracePlanTest, SwitchLatencyCostsOnlyPlansThatSwitch) {
     EXPECT_LE(p->plan.energy_j, p->static_best.energy_j + 1e-9);
   }
   EXPECT_GT(f->switches, 0u);
-  EXPECT_GE(s->plan.energy_j, f->plan.energy_j - 1e-9);
   // The planner saw the latency: a different plan, or the same clocks at a cost.
   EXPECT_TRUE(s->switches != f->switches || s->plan.energy_j != f->plan.energy_j || s->plan.time_ns != f->plan.time_ns);
   EXPECT_EQ(s->switch_latency_ns, 1'000'000);

@@ -73,8 +73,7 @@ int RunCalibrate(const CalibrateArgs& args) {
                                   gauges.back().b(), static_cast<TimeNs>(args.step_ms[i] * 1e6)};
     (a.trace->meta.record_shapes ? shapes : light).push_back(s);
   }
-  if (!light.empty()) cal.ratio_light = analysis::FitRatio(light);
-  if (!shapes.empty()) cal.ratio_shapes = analysis::FitRatio(shapes);
+  analysis::FitCalibrationRatios(light, shapes, cal);
 
   // The kind of loop the calibration has seen: leaf-operator densities of the traces whose
   // time the CPU sets (a trace whose own fitted scale hits a bound is GPU-bound or odd).
@@ -101,7 +100,7 @@ int RunCalibrate(const CalibrateArgs& args) {
   for (size_t i = 0; i < all.size(); ++i) {
     const auto& a = all[i];
     const bool rs = a.trace->meta.record_shapes;
-    const double scale = cal.Ratio(rs) * gauges[i].b();
+    const double scale = cal.Scale(rs, gauges[i].slowdown);
     const TimeNs c =
         analysis::CorrectedIterationTime(*a.graph, a.iterations, a.steady, a.traced_durations, a.cpu_floors, scale);
     const auto truth = static_cast<TimeNs>(args.step_ms[i] * 1e6);
@@ -127,8 +126,9 @@ int RunCalibrate(const CalibrateArgs& args) {
                  p["cpu_slowdown"].get<double>(), p["corrected_us"].get<double>() / 1e3, p["error_pct"].get<double>(),
                  p["own_cpu_scale"].get<double>());
     }
-    fmt::print("ratio: light {:.4f}, record_shapes {:.4f} (0 = no trace of that configuration)\n", cal.ratio_light,
-               cal.ratio_shapes);
+    fmt::print("ratio: light {:.4f}, record_shapes {:.4f} (0 = no trace of that configuration); CPU scale = ratio / "
+               "slowdown^{:.2f}\n",
+               cal.ratio_light, cal.ratio_shapes, cal.gauge_exponent);
   }
   if (!args.out.empty()) {
     Status st = WriteJson(args.out, analysis::CalibrationToJson(cal));

@@ -63,10 +63,17 @@ struct OverheadCalibration {
   // slowdown is clamped into this range: the correction never scales CPU time by a factor the
   // calibration has not seen. 0: unknown (an old calibration file).
   double slowdown_lo = 0, slowdown_hi = 0;
+  // How strongly the CPU scale follows the gauge: r = ratio / slowdown^gauge_exponent. 1: the
+  // untraced run is taken to run at the reference speed whatever speed the traced one ran at
+  // (a trace whose fixed-cost events ran fast keeps more of its CPU time); 0: the gauge is not
+  // used. `emo calibrate-overhead` fits it with the ratios; a file without it means 1.
+  double gauge_exponent = 1.0;
   // The GPUs of the calibration's traces (deviceProperties names): its hosts. Empty: unknown.
   std::vector<std::string> gpus;
   std::string source;        // "shipped h200/torch-2.11" or the file it was read from
   double Ratio(bool record_shapes) const { return record_shapes ? ratio_shapes : ratio_light; }
+  // The CPU scale for a trace of this configuration whose gauge reads `slowdown` (no clamp).
+  double Scale(bool record_shapes, double slowdown) const;
 };
 OverheadCalibration ShippedCalibration();
 Result<OverheadCalibration> LoadOverheadCalibration(const std::string& path);
@@ -200,9 +207,17 @@ struct CalibrationSample {
   TimeNs unprofiled_ns;
 };
 // The ratio minimising the squared log error of the corrected steady iteration times against
-// the samples' unprofiled times: a grid of step 0.01 over [0.2, 1.5], then of step 0.00025
-// around the best point. Ties go to the smaller ratio (the loss is flat once a run is
-// GPU-bound).
-double FitRatio(const std::vector<CalibrationSample>& samples);
+// the samples' unprofiled times, each sample scaled by ratio x b^exponent: a grid of step 0.01
+// over [0.2, 1.5], then of step 0.00025 around the best point. Ties go to the smaller ratio
+// (the loss is flat once a run is GPU-bound). `loss`, when given, receives the sum of squared
+// log errors at the chosen ratio.
+double FitRatio(const std::vector<CalibrationSample>& samples, double exponent = 1.0, double* loss = nullptr);
+// The gauge exponent and the two ratios together (cal.gauge_exponent, cal.ratio_light,
+// cal.ratio_shapes): the exponent on a grid of step 0.05 over [0, kMaxGaugeExponent], each
+// configuration's ratio fitted at it (FitRatio), the exponent with the least summed loss over
+// both configurations. A configuration without samples keeps ratio 0.
+constexpr double kMaxGaugeExponent = 1.5;
+void FitCalibrationRatios(const std::vector<CalibrationSample>& light, const std::vector<CalibrationSample>& shapes,
+                          OverheadCalibration& cal);
 
 }  // namespace emo::analysis
