@@ -1,6 +1,6 @@
-// emo calibrate-overhead: fit the profiler-overhead calibration (the gauge's reference table
-// and the ratio per profiler configuration) from traced runs and their measured unprofiled
-// step times.
+// emo calibrate-overhead: fit the profiler-overhead calibration (the gauge's reference table,
+// the ratio per profiler configuration and the gauge exponent) from traced runs and their
+// measured unprofiled step times.
 #include <algorithm>
 
 #include <fmt/format.h>
@@ -146,9 +146,11 @@ void SetupCalibrateOverhead(CLI::App& app, int& exit_code) {
       "calibrate-overhead",
       "Fit the profiler-overhead calibration from traced runs and the step times of the same\n"
       "loops measured without the profiler: the reference durations of the fixed-cost events\n"
-      "the CPU speed gauge reads, and one ratio per profiler configuration (record_shapes on\n"
-      "or off). Pass the file written by --out (or --json) to analyze/whatif/optimize with\n"
-      "--overhead-calibration, or pass --step-time there directly for a single trace.");
+      "the CPU speed gauge reads, one ratio per profiler configuration (record_shapes on or\n"
+      "off), and the gauge exponent a (CPU scale = ratio / slowdown^a, a in [0, 1.5], shared by\n"
+      "both configurations). Pass the file written by --out (or --json) to\n"
+      "analyze/whatif/optimize with --overhead-calibration, or pass --step-time there directly\n"
+      "for a single trace.");
   cmd->add_option("traces", args->traces, "Traced runs (either profiler configuration; each is fitted on its own)")
       ->required()
       ->check(CLI::ExistingFile);
@@ -157,8 +159,8 @@ void SetupCalibrateOverhead(CLI::App& app, int& exit_code) {
       ->check(Positive());
   AddIterationFlag(cmd, args->iteration);
   cmd->add_option("--reference-from", args->reference_from,
-                  "Keep the reference table of this calibration file and fit only the ratios (default: fit\n"
-                  "the reference table from these traces too)")
+                  "Keep the reference table of this calibration file and fit only the ratios and the\n"
+                  "exponent (default: fit the reference table from these traces too)")
       ->check(CLI::ExistingFile);
   cmd->add_option("--out", args->out, "Write the calibration file (for --overhead-calibration) to FILE");
   cmd->add_option("--json", args->json, "Write the calibration and the per-trace fit to FILE ('-' = stdout)");
