@@ -13,7 +13,7 @@ namespace emo::analysis {
 
 using graph::NodeKind;
 
-std::vector<std::vector<uint32_t>> CpuNodesByThread(const graph::Graph& g) {
+ThreadNodes CpuNodesByThread(const graph::Graph& g) {
   const auto& n = g.nodes();
   std::vector<std::vector<uint32_t>> out(g.trace().threads.size());
   for (uint32_t v = 0; v < n.size(); ++v) {
@@ -93,6 +93,11 @@ Result<IterationMap> FindIterations(const graph::Graph& g, const std::string& re
 }
 
 std::vector<TimeNs> IterationEnds(const graph::Graph& g, const IterationMap& m, const Schedule& s) {
+  return IterationEnds(g, m, s, CpuNodesByThread(g));
+}
+
+std::vector<TimeNs> IterationEnds(const graph::Graph& g, const IterationMap& m, const Schedule& s,
+                                  const ThreadNodes& thread_nodes) {
   const auto& n = g.nodes();
   std::vector<TimeNs> ends(m.iterations.size(), INT64_MIN);
   for (uint32_t v = 0; v < n.size(); ++v) {
@@ -101,7 +106,6 @@ std::vector<TimeNs> IterationEnds(const graph::Graph& g, const IterationMap& m, 
     if (it < 0 || n.kind[v] == NodeKind::kCpuInterval) continue;
     ends[static_cast<size_t>(it)] = std::max(ends[static_cast<size_t>(it)], s.end[v]);
   }
-  const auto thread_nodes = CpuNodesByThread(g);
   for (size_t i = 0; i < m.iterations.size(); ++i) {
     const auto& itv = m.iterations[i];
     if (itv.thread.valid()) ends[i] = std::max(ends[i], MapOnThread(g, thread_nodes[itv.thread.value()], s, itv.end));
@@ -113,20 +117,30 @@ std::vector<TimeNs> IterationEnds(const graph::Graph& g, const IterationMap& m, 
 }
 
 TimeNs FirstIterationStart(const graph::Graph& g, const IterationMap& m, const Schedule& s) {
+  return FirstIterationStart(g, m, s, CpuNodesByThread(g));
+}
+
+TimeNs FirstIterationStart(const graph::Graph& g, const IterationMap& m, const Schedule& s,
+                           const ThreadNodes& thread_nodes) {
   const auto& first = m.iterations.front();
   if (!first.thread.valid()) {
     TimeNs lo = INT64_MAX;
     for (TimeNs x : s.start) lo = std::min(lo, x);
     return lo;
   }
-  return MapOnThread(g, CpuNodesByThread(g)[first.thread.value()], s, first.start);
+  return MapOnThread(g, thread_nodes[first.thread.value()], s, first.start);
 }
 
 std::vector<TimeNs> IterationTimes(const graph::Graph& g, const IterationMap& m, const Schedule& s) {
-  std::vector<TimeNs> ends = IterationEnds(g, m, s);
+  return IterationTimes(g, m, s, CpuNodesByThread(g));
+}
+
+std::vector<TimeNs> IterationTimes(const graph::Graph& g, const IterationMap& m, const Schedule& s,
+                                   const ThreadNodes& thread_nodes) {
+  std::vector<TimeNs> ends = IterationEnds(g, m, s, thread_nodes);
   std::vector<TimeNs> times(ends.size());
   for (size_t i = 0; i < ends.size(); ++i) {
-    times[i] = ends[i] - (i == 0 ? FirstIterationStart(g, m, s) : ends[i - 1]);
+    times[i] = ends[i] - (i == 0 ? FirstIterationStart(g, m, s, thread_nodes) : ends[i - 1]);
   }
   return times;
 }

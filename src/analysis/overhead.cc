@@ -11,7 +11,9 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "emo/analysis/analyze.h"
 #include "emo/analysis/slack.h"
+#include "emo/base/check.h"
 #include "emo/base/file.h"
 #include "emo/base/stats.h"
 
@@ -317,13 +319,21 @@ std::vector<TimeNs> CorrectedDurations(const std::vector<TimeNs>& traced, const 
 TimeNs CorrectedIterationTime(const graph::Graph& g, const IterationMap& it, size_t steady,
                               const std::vector<TimeNs>& traced, const std::vector<TimeNs>& floors,
                               double cpu_scale, double comm_scale) {
-  return IterationTimes(g, it, Replay(g, CorrectedDurations(traced, floors, cpu_scale, comm_scale)))[steady];
+  return CorrectedIterationTime(g, it, steady, traced, floors, cpu_scale, comm_scale, CpuNodesByThread(g));
+}
+
+TimeNs CorrectedIterationTime(const graph::Graph& g, const IterationMap& it, size_t steady,
+                              const std::vector<TimeNs>& traced, const std::vector<TimeNs>& floors,
+                              double cpu_scale, double comm_scale, const ThreadNodes& thread_nodes) {
+  const Schedule s = Replay(g, CorrectedDurations(traced, floors, cpu_scale, comm_scale));
+  return IterationTimes(g, it, s, thread_nodes)[steady];
 }
 
 double FitCpuScale(const graph::Graph& g, const IterationMap& it, size_t steady,
                    const std::vector<TimeNs>& traced, const std::vector<TimeNs>& floors,
                    TimeNs unprofiled_ns) {
-  auto time = [&](double scale) { return CorrectedIterationTime(g, it, steady, traced, floors, scale); };
+  const ThreadNodes thread_nodes = CpuNodesByThread(g);
+  auto time = [&](double scale) { return CorrectedIterationTime(g, it, steady, traced, floors, scale, 1.0, thread_nodes); };
   double lo = kMinCpuScale, hi = kMaxCpuScale;
   if (time(lo) >= unprofiled_ns) return lo;
   if (time(hi) <= unprofiled_ns) return hi;
@@ -453,17 +463,21 @@ double OverheadCalibration::Scale(bool record_shapes, double slowdown) const {
 }
 
 double FitRatio(const std::vector<CalibrationSample>& samples, double exponent, double* fitted_loss) {
+  std::vector<ThreadNodes> thread_nodes;
+  for (const auto& s : samples) thread_nodes.push_back(CpuNodesByThread(*s.graph));
   auto loss = [&](double ratio) {
     double sum = 0;
-    for (const auto& s : samples) {
+    for (size_t i = 0; i < samples.size(); ++i) {
+      const auto& s = samples[i];
       const TimeNs c = CorrectedIterationTime(*s.graph, *s.iterations, s.steady, *s.traced, *s.floors,
-                                              ratio * std::pow(s.b, exponent));
+                                              ratio * std::pow(s.b, exponent), 1.0, thread_nodes[i]);
       const double r = std::log(static_cast<double>(std::max<TimeNs>(1, c)) / static_cast<double>(s.unprofiled_ns));
       sum += r * r;
     }
     return sum;
   };
-  double best_ratio = 0.2, best = loss(best_ratio);
+  constexpr double kLo = 0.2, kHi = 1.5;
+  double best_ratio = kLo, best = loss(best_ratio);
   auto scan = [&](double lo, double hi, double step) {
     const int steps = static_cast<int>(std::lround((hi - lo) / step));
     for (int k = 0; k <= steps; ++k) {
@@ -475,8 +489,14 @@ double FitRatio(const std::vector<CalibrationSample>& samples, double exponent, 
       }
     }
   };
-  scan(0.2, 1.5, 0.01);
-  scan(std::max(0.2, best_ratio - 0.01), best_ratio + 0.01, 0.00025);
+  // Coarse to fine: each grid spans one step of the grid before it on either side of its best point.
+  double step = 0.05;
+  scan(kLo, kHi, step);
+  for (const double finer : {0.01, 0.002, 0.00025}) {
+    const double around = best_ratio;
+    scan(std::max(kLo, around - step), around + step, finer);
+    step = finer;
+  }
   if (fitted_loss) *fitted_loss = best;
   return best_ratio;
 }
@@ -484,9 +504,8 @@ double FitRatio(const std::vector<CalibrationSample>& samples, double exponent, 
 void FitCalibrationRatios(const std::vector<CalibrationSample>& light, const std::vector<CalibrationSample>& shapes,
                           OverheadCalibration& cal) {
   double best = std::numeric_limits<double>::infinity();
-  const int steps = static_cast<int>(std::lround(kMaxGaugeExponent / 0.05));
-  for (int k = 0; k <= steps; ++k) {
-    const double exponent = 0.05 * k;
+  auto try_exponent = [&](int hundredths) {
+    const double exponent = hundredths / 100.0;
     double loss_light = 0, loss_shapes = 0;
     const double rl = light.empty() ? 0.0 : FitRatio(light, exponent, &loss_light);
     const double rs = shapes.empty() ? 0.0 : FitRatio(shapes, exponent, &loss_shapes);
@@ -496,7 +515,59 @@ void FitCalibrationRatios(const std::vector<CalibrationSample>& light, const std
       cal.ratio_light = rl;
       cal.ratio_shapes = rs;
     }
+  };
+  // A grid of step 0.1, then the two points 0.05 either side of its best.
+  const int max_hundredths = static_cast<int>(std::lround(kMaxGaugeExponent * 100));
+  for (int h = 0; h <= max_hundredths; h += 10) try_exponent(h);
+  const int coarse = static_cast<int>(std::lround(cal.gauge_exponent * 100));
+  if (coarse >= 5) try_exponent(coarse - 5);
+  if (coarse + 5 <= max_hundredths) try_exponent(coarse + 5);
+}
+
+CalibrationFit FitOverheadCalibration(const std::vector<const TraceAnalysis*>& runs,
+                                      const std::vector<TimeNs>& unprofiled_ns,
+                                      const std::map<std::string, double>* reference_ns) {
+  EMO_CHECK(runs.size() == unprofiled_ns.size());
+  CalibrationFit fit;
+  OverheadCalibration& cal = fit.calibration;
+  if (reference_ns != nullptr) {
+    cal.reference_ns = *reference_ns;
+  } else {
+    std::vector<const graph::Graph*> graphs;
+    std::vector<const IterationMap*> its;
+    for (const TraceAnalysis* a : runs) {
+      graphs.push_back(a->graph.get());
+      its.push_back(&a->iterations);
+    }
+    cal.reference_ns = GaugeReference(graphs, its);
   }
+  std::vector<CalibrationSample> light, shapes;
+  for (size_t i = 0; i < runs.size(); ++i) {
+    const TraceAnalysis& a = *runs[i];
+    fit.gauges.push_back(MeasureSpeedGauge(*a.graph, a.iterations, a.steady, cal.reference_ns));
+    const CalibrationSample s{a.graph.get(), &a.iterations, a.steady, &a.traced_durations, &a.cpu_floors,
+                              fit.gauges.back().b(), unprofiled_ns[i]};
+    (a.trace->meta.record_shapes ? shapes : light).push_back(s);
+  }
+  FitCalibrationRatios(light, shapes, cal);
+  for (size_t i = 0; i < runs.size(); ++i) {
+    const TraceAnalysis& a = *runs[i];
+    fit.own_cpu_scale.push_back(
+        FitCpuScale(*a.graph, a.iterations, a.steady, a.traced_durations, a.cpu_floors, unprofiled_ns[i]));
+    if (AtCpuScaleBound(fit.own_cpu_scale.back())) continue;
+    const double d = fit.gauges[i].Density();
+    cal.density_lo = cal.density_hi > 0 ? std::min(cal.density_lo, d) : d;
+    cal.density_hi = std::max(cal.density_hi, d);
+  }
+  for (size_t i = 0; i < runs.size(); ++i) {
+    for (const auto& name : trace::GpuNamesUsed(*runs[i]->trace)) {
+      if (!name.empty() && std::find(cal.gpus.begin(), cal.gpus.end(), name) == cal.gpus.end()) cal.gpus.push_back(name);
+    }
+    if (!fit.gauges[i].measured) continue;
+    cal.slowdown_lo = cal.slowdown_hi > 0 ? std::min(cal.slowdown_lo, fit.gauges[i].slowdown) : fit.gauges[i].slowdown;
+    cal.slowdown_hi = std::max(cal.slowdown_hi, fit.gauges[i].slowdown);
+  }
+  return fit;
 }
 
 OverheadCalibration ShippedCalibration() {
@@ -515,10 +586,10 @@ OverheadCalibration ShippedCalibration() {
   c.ratio_light = 0.53825;
   c.ratio_shapes = 0.459;
   c.gauge_exponent = 0.6;
-  c.density_lo = 9.53;    // lstm_lm_train_async_light
-  c.density_hi = 81.60;   // bert_infer_sync_light
-  c.slowdown_lo = 0.678;  // bert_infer_async_shapes
-  c.slowdown_hi = 1.444;  // resnet_train_sync_shapes
+  c.density_lo = 9.5339;   // lstm_lm_train_async_light
+  c.density_hi = 81.5965;  // bert_infer_sync_light
+  c.slowdown_lo = 0.67850;  // bert_infer_async_shapes
+  c.slowdown_hi = 1.44400;  // resnet_train_sync_shapes
   c.gpus = {"NVIDIA H200"};
   c.source = "shipped h200/torch-2.11";
   return c;

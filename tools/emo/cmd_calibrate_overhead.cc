@@ -2,6 +2,8 @@
 // the ratio per profiler configuration and the gauge exponent) from traced runs and their
 // measured unprofiled step times.
 #include <algorithm>
+#include <map>
+#include <optional>
 
 #include <fmt/format.h>
 
@@ -50,52 +52,23 @@ int RunCalibrate(const CalibrateArgs& args) {
       all.push_back(std::move(a).value());
     }
   }
-  analysis::OverheadCalibration cal;
+  std::optional<std::map<std::string, double>> reference;
   if (!args.reference_from.empty()) {
     auto c = analysis::LoadOverheadCalibration(args.reference_from);
     if (!c.ok()) return Fail("calibrate-overhead", c.status());
-    cal.reference_ns = c->reference_ns;
-  } else {
-    std::vector<const graph::Graph*> graphs;
-    std::vector<const analysis::IterationMap*> its;
-    for (const auto& a : all) {
-      graphs.push_back(a.graph.get());
-      its.push_back(&a.iterations);
-    }
-    cal.reference_ns = analysis::GaugeReference(graphs, its);
+    reference = c->reference_ns;
   }
-  std::vector<analysis::CalibrationSample> light, shapes;
-  std::vector<analysis::SpeedGauge> gauges;
+  std::vector<const analysis::TraceAnalysis*> runs;
+  std::vector<TimeNs> unprofiled;
   for (size_t i = 0; i < all.size(); ++i) {
-    const auto& a = all[i];
-    gauges.push_back(analysis::MeasureSpeedGauge(*a.graph, a.iterations, a.steady, cal.reference_ns));
-    analysis::CalibrationSample s{a.graph.get(), &a.iterations, a.steady, &a.traced_durations, &a.cpu_floors,
-                                  gauges.back().b(), static_cast<TimeNs>(args.step_ms[i] * 1e6)};
-    (a.trace->meta.record_shapes ? shapes : light).push_back(s);
+    runs.push_back(&all[i]);
+    unprofiled.push_back(static_cast<TimeNs>(args.step_ms[i] * 1e6));
   }
-  analysis::FitCalibrationRatios(light, shapes, cal);
-
-  // The kind of loop the calibration has seen: leaf-operator densities of the traces whose
-  // time the CPU sets (a trace whose own fitted scale hits a bound is GPU-bound or odd).
-  std::vector<double> own(all.size());
-  for (size_t i = 0; i < all.size(); ++i) {
-    const auto& a = all[i];
-    own[i] = analysis::FitCpuScale(*a.graph, a.iterations, a.steady, a.traced_durations, a.cpu_floors,
-                                   static_cast<TimeNs>(args.step_ms[i] * 1e6));
-    if (analysis::AtCpuScaleBound(own[i])) continue;
-    const double d = gauges[i].Density();
-    cal.density_lo = cal.density_hi > 0 ? std::min(cal.density_lo, d) : d;
-    cal.density_hi = std::max(cal.density_hi, d);
-  }
-  // The hosts and CPU speeds it has seen: the GPUs of its traces and their gauge slowdowns.
-  for (size_t i = 0; i < all.size(); ++i) {
-    for (const auto& name : trace::GpuNamesUsed(*all[i].trace)) {
-      if (!name.empty() && std::find(cal.gpus.begin(), cal.gpus.end(), name) == cal.gpus.end()) cal.gpus.push_back(name);
-    }
-    if (!gauges[i].measured) continue;
-    cal.slowdown_lo = cal.slowdown_hi > 0 ? std::min(cal.slowdown_lo, gauges[i].slowdown) : gauges[i].slowdown;
-    cal.slowdown_hi = std::max(cal.slowdown_hi, gauges[i].slowdown);
-  }
+  const analysis::CalibrationFit fit =
+      analysis::FitOverheadCalibration(runs, unprofiled, reference ? &*reference : nullptr);
+  const analysis::OverheadCalibration& cal = fit.calibration;
+  const auto& gauges = fit.gauges;
+  const auto& own = fit.own_cpu_scale;
   nlohmann::json per = nlohmann::json::array();
   for (size_t i = 0; i < all.size(); ++i) {
     const auto& a = all[i];
@@ -103,7 +76,7 @@ int RunCalibrate(const CalibrateArgs& args) {
     const double scale = cal.Scale(rs, gauges[i].slowdown);
     const TimeNs c =
         analysis::CorrectedIterationTime(*a.graph, a.iterations, a.steady, a.traced_durations, a.cpu_floors, scale);
-    const auto truth = static_cast<TimeNs>(args.step_ms[i] * 1e6);
+    const TimeNs truth = unprofiled[i];
     per.push_back({{"trace", a.trace->meta.source_path},
                    {"record_shapes", rs},
                    {"traced_us", NsToUs(a.measured_ns())},

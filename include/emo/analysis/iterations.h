@@ -36,7 +36,8 @@ inline constexpr const char* kDefaultIterationRegex = "^ProfilerStep#\\d+$";
 int32_t IterationAt(const IterationMap& m, TimeNs time);
 
 // The CPU nodes (API calls and CPU intervals) of every thread in time order, by ThreadId.
-std::vector<std::vector<uint32_t>> CpuNodesByThread(const graph::Graph& g);
+using ThreadNodes = std::vector<std::vector<uint32_t>>;
+ThreadNodes CpuNodesByThread(const graph::Graph& g);
 
 // Where a measured time inside a node lands under another schedule: at the same offset from
 // the node's start, capped at its end (kShift), or at the same fraction of its duration (kScale).
@@ -56,9 +57,15 @@ Result<IterationMap> FindIterations(const graph::Graph& g, const std::string& re
 
 // End of every iteration under schedule `s`: max(the annotation end, shifted with the node of
 // the annotation's thread that contains it, and the end of every node of the iteration).
+// The overloads with `thread_nodes` take CpuNodesByThread(g) from a caller that measures many
+// schedules of one graph (the overhead fits), so it is built once.
 std::vector<TimeNs> IterationEnds(const graph::Graph& g, const IterationMap& m, const Schedule& s);
+std::vector<TimeNs> IterationEnds(const graph::Graph& g, const IterationMap& m, const Schedule& s,
+                                  const ThreadNodes& thread_nodes);
 // Start of the first iteration under `s` (its annotation start, shifted like the ends).
 TimeNs FirstIterationStart(const graph::Graph& g, const IterationMap& m, const Schedule& s);
+TimeNs FirstIterationStart(const graph::Graph& g, const IterationMap& m, const Schedule& s,
+                           const ThreadNodes& thread_nodes);
 
 // Start and end of iteration i under `s`: from the previous iteration's end (the first
 // iteration's annotation start, shifted) to its own end. The time of iteration i is their gap.
@@ -74,6 +81,8 @@ graph::NodeId IterationSink(const graph::Graph& g, const IterationMap& m, const 
 // Per-iteration times: end[i] - end[i-1] (the period, right for loops where the CPU runs
 // ahead as well as for synchronized ones); the first is end[0] - start.
 std::vector<TimeNs> IterationTimes(const graph::Graph& g, const IterationMap& m, const Schedule& s);
+std::vector<TimeNs> IterationTimes(const graph::Graph& g, const IterationMap& m, const Schedule& s,
+                                   const ThreadNodes& thread_nodes);
 
 // Index of the steady-state iteration: the (lower) median of the measured iteration times,
 // leaving out the first iteration when there are three or more.

@@ -170,10 +170,13 @@ std::vector<TimeNs> CorrectedDurations(const std::vector<TimeNs>& traced, const 
                                        double cpu_scale, double comm_scale = 1.0);
 
 // The steady iteration's time with every CPU node scaled by `cpu_scale` and every communication
-// kernel by `comm_scale` (a replay).
+// kernel by `comm_scale` (a replay). A loop over many scales passes CpuNodesByThread(g) once.
 TimeNs CorrectedIterationTime(const graph::Graph& g, const IterationMap& it, size_t steady,
                               const std::vector<TimeNs>& traced, const std::vector<TimeNs>& floors,
                               double cpu_scale, double comm_scale = 1.0);
+TimeNs CorrectedIterationTime(const graph::Graph& g, const IterationMap& it, size_t steady,
+                              const std::vector<TimeNs>& traced, const std::vector<TimeNs>& floors,
+                              double cpu_scale, double comm_scale, const ThreadNodes& thread_nodes);
 
 // The CPU scale whose corrected steady iteration takes `unprofiled_ns` (bisection; the time is
 // nondecreasing in the scale). Clamped to [kMinCpuScale, kMaxCpuScale]: a GPU-bound floor
@@ -207,17 +210,35 @@ struct CalibrationSample {
   TimeNs unprofiled_ns;
 };
 // The ratio minimising the squared log error of the corrected steady iteration times against
-// the samples' unprofiled times, each sample scaled by ratio x b^exponent: a grid of step 0.01
-// over [0.2, 1.5], then of step 0.00025 around the best point. Ties go to the smaller ratio
-// (the loss is flat once a run is GPU-bound). `loss`, when given, receives the sum of squared
-// log errors at the chosen ratio.
+// the samples' unprofiled times, each sample scaled by ratio x b^exponent: a grid of step 0.05
+// over [0.2, 1.5], then grids of step 0.01, 0.002 and 0.00025 each spanning one step of the grid
+// before on either side of its best point (on our 36 traces this finds the point an exhaustive
+// 0.01 grid does, 5-7x faster). Ties go to the smaller ratio (the loss is flat once a run is
+// GPU-bound). `loss`, when given, receives the sum of squared log errors at the chosen ratio.
 double FitRatio(const std::vector<CalibrationSample>& samples, double exponent = 1.0, double* loss = nullptr);
 // The gauge exponent and the two ratios together (cal.gauge_exponent, cal.ratio_light,
-// cal.ratio_shapes): the exponent on a grid of step 0.05 over [0, kMaxGaugeExponent], each
-// configuration's ratio fitted at it (FitRatio), the exponent with the least summed loss over
-// both configurations. A configuration without samples keeps ratio 0.
+// cal.ratio_shapes): the exponent on a grid of step 0.1 over [0, kMaxGaugeExponent] and then
+// 0.05 either side of its best, each configuration's ratio fitted at it (FitRatio), the exponent
+// with the least summed loss over both configurations. A configuration without samples keeps
+// ratio 0.
 constexpr double kMaxGaugeExponent = 1.5;
 void FitCalibrationRatios(const std::vector<CalibrationSample>& light, const std::vector<CalibrationSample>& shapes,
                           OverheadCalibration& cal);
+
+struct TraceAnalysis;
+// A whole calibration from traced runs (analysed with the correction off) and the unprofiled step
+// time of each: the gauge's reference table from these runs (or `reference_ns` when given), the
+// ratios and the gauge exponent (FitCalibrationRatios), the leaf-operator densities of the runs
+// whose time the CPU sets (a run whose own scale hits a bound is GPU-bound or odd), the gauge
+// slowdowns and the GPUs seen. What `emo calibrate-overhead` writes; ShippedCalibration is this
+// fit on our nine H200 workloads.
+struct CalibrationFit {
+  OverheadCalibration calibration;
+  std::vector<SpeedGauge> gauges;     // per run, under the calibration's reference table
+  std::vector<double> own_cpu_scale;  // per run: the CPU scale that fits its step on its own
+};
+CalibrationFit FitOverheadCalibration(const std::vector<const TraceAnalysis*>& runs,
+                                      const std::vector<TimeNs>& unprofiled_ns,
+                                      const std::map<std::string, double>* reference_ns = nullptr);
 
 }  // namespace emo::analysis
