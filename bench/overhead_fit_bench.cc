@@ -151,25 +151,19 @@ Samples SamplesOf(const std::vector<std::string>& workloads) {
 
 const std::vector<std::string> kThree = {"gpt_train", "resnet_train", "multistream"};
 
-void BM_FitCoarseToFine(benchmark::State& state) {
-  const Samples s = SamplesOf(kThree);
-  for (auto _ : state) {
-    OverheadCalibration c = s.base;
-    FitCalibrationRatios(s.light, s.shapes, c);
-    benchmark::DoNotOptimize(c.ratio_light);
-  }
-}
-BENCHMARK(BM_FitCoarseToFine)->Unit(benchmark::kSecond)->Iterations(3);
+using FitFunction = void (*)(const std::vector<CalibrationSample>&, const std::vector<CalibrationSample>&,
+                            OverheadCalibration&);
 
-void BM_FitExhaustiveReference(benchmark::State& state) {
+void BM_Fit(benchmark::State& state, FitFunction fit) {
   const Samples s = SamplesOf(kThree);
   for (auto _ : state) {
     OverheadCalibration c = s.base;
-    ReferenceFit(s.light, s.shapes, c);
+    fit(s.light, s.shapes, c);
     benchmark::DoNotOptimize(c.ratio_light);
   }
 }
-BENCHMARK(BM_FitExhaustiveReference)->Unit(benchmark::kSecond)->Iterations(3);
+BENCHMARK_CAPTURE(BM_Fit, coarse_to_fine, &FitCalibrationRatios)->Unit(benchmark::kSecond)->Iterations(3);
+BENCHMARK_CAPTURE(BM_Fit, exhaustive_reference, &ReferenceFit)->Unit(benchmark::kSecond)->Iterations(3);
 
 int Compare() {
   std::vector<std::pair<std::string, std::vector<std::string>>> subsets;
