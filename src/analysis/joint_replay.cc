@@ -7,11 +7,14 @@
 #include <limits>
 #include <map>
 #include <set>
+#include <tuple>
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
 #include "emo/analysis/iterations.h"
+#include "emo/analysis/overhead.h"
+#include "emo/base/check.h"
 
 namespace emo::analysis {
 namespace {
@@ -328,6 +331,92 @@ std::vector<TimeNs> JointSteadyTimes(std::span<const TraceAnalysis* const> analy
   return out;
 }
 
+WaitContention MeasureWaitContention(const TraceAnalysis& a, const Schedule& s, std::span<const TimeNs> arrival_limits) {
+  const graph::Graph& g = *a.graph;
+  const auto& n = g.nodes();
+  const trace::Trace& t = g.trace();
+  EMO_CHECK(arrival_limits.size() == n.size() && s.start.size() == n.size());
+  struct Interval {
+    TimeNs start, end;
+  };
+  // Per device: the waits of collective kernels, and every communication kernel.
+  std::map<int32_t, std::vector<Interval>> waits, comm;
+  auto device_of = [&](uint32_t v) { return t.streams[t.gpu.stream[n.ref[v]].value()].device; };
+  auto is_kernel = [&](uint32_t v) {
+    return n.kind[v] == graph::NodeKind::kGpuOp && t.gpu.kind[n.ref[v]] == trace::GpuKind::kKernel;
+  };
+  for (uint32_t v = 0; v < n.size(); ++v) {
+    if (!is_kernel(v) || a.cpu_floors[v] != kCommKernelFloor) continue;
+    comm[device_of(v)].push_back({s.start[v], s.end[v]});
+    const TimeNs wait_end = std::min(arrival_limits[v], s.end[v]);
+    if (arrival_limits[v] != std::numeric_limits<TimeNs>::max() && wait_end > s.start[v]) {
+      waits[device_of(v)].push_back({s.start[v], wait_end});
+    }
+  }
+  // Time of [start, end) inside the intervals (sorted by start; prefix maxima of their ends).
+  struct Index {
+    std::vector<Interval> by_start;
+    std::vector<TimeNs> max_end;
+  };
+  auto index = [](std::vector<Interval> v) {
+    std::sort(v.begin(), v.end(), [](const Interval& x, const Interval& y) { return x.start < y.start; });
+    Index ix{std::move(v), {}};
+    for (const Interval& i : ix.by_start) ix.max_end.push_back(std::max(ix.max_end.empty() ? i.end : ix.max_end.back(), i.end));
+    return ix;
+  };
+  auto overlap = [](const Index& ix, TimeNs start, TimeNs end) {
+    TimeNs sum = 0;
+    auto it = std::lower_bound(ix.by_start.begin(), ix.by_start.end(), end,
+                               [](const Interval& i, TimeNs x) { return i.start < x; });
+    for (size_t j = static_cast<size_t>(it - ix.by_start.begin()); j-- > 0 && ix.max_end[j] > start;) {
+      sum += std::max<TimeNs>(0, std::min(end, ix.by_start[j].end) - std::max(start, ix.by_start[j].start));
+    }
+    return sum;
+  };
+  std::map<int32_t, Index> wait_ix, comm_ix;
+  for (auto& [d, v] : waits) wait_ix[d] = index(std::move(v));
+  for (auto& [d, v] : comm) comm_ix[d] = index(std::move(v));
+  // A kernel's kind: its name and launch configuration.
+  using Kind = std::tuple<uint32_t, std::array<int32_t, 3>, std::array<int32_t, 3>>;
+  auto kind_of = [&](uint32_t v) {
+    const auto& l = t.gpu.launch[n.ref[v]];
+    return Kind{t.gpu.name[n.ref[v]].value(), {l.grid[0], l.grid[1], l.grid[2]}, {l.block[0], l.block[1], l.block[2]}};
+  };
+  std::map<Kind, std::vector<TimeNs>> uncontended;
+  std::vector<uint32_t> beside;
+  for (uint32_t v = 0; v < n.size(); ++v) {
+    if (!is_kernel(v) || a.cpu_floors[v] == kCommKernelFloor) continue;
+    const int32_t d = device_of(v);
+    const auto c = comm_ix.find(d);
+    if (c == comm_ix.end() || overlap(c->second, s.start[v], s.end[v]) == 0) {
+      uncontended[kind_of(v)].push_back(s.end[v] - s.start[v]);
+      continue;
+    }
+    const auto w = wait_ix.find(d);
+    if (a.iterations.node_iteration[v] == static_cast<int32_t>(a.steady) && w != wait_ix.end() &&
+        overlap(w->second, s.start[v], s.end[v]) > 0) {
+      beside.push_back(v);
+    }
+  }
+  std::map<Kind, TimeNs> median;
+  for (auto& [k, d] : uncontended) {
+    if (d.size() < kMinUncontendedKernels) continue;
+    std::nth_element(d.begin(), d.begin() + static_cast<ptrdiff_t>(d.size() / 2), d.end());
+    median[k] = d[d.size() / 2];
+  }
+  WaitContention out;
+  out.kernels = beside.size();
+  for (uint32_t v : beside) {
+    const auto it = median.find(kind_of(v));
+    if (it == median.end()) continue;
+    const TimeNs own = s.end[v] - s.start[v];
+    ++out.with_reference;
+    out.traced_ns += own;
+    out.uncontended_ns += std::min(own, it->second);
+  }
+  return out;
+}
+
 std::vector<TimeNs> SlowRankDurations(const JobAnalysis& job, const TraceAnalysis& a, const std::vector<TimeNs>& base,
                                       double factor) {
   const int64_t rank = a.trace->meta.rank;
@@ -420,13 +509,16 @@ nlohmann::json JointReplayJson(const JobAnalysis& job, std::span<const TraceAnal
   const JointSchedule corrected = JointReplay(job, analyses, timeline, exchange);
   const std::vector<TimeNs> identity_ns = JointSteadyTimes(analyses, identity);
   const std::vector<TimeNs> corrected_ns = JointSteadyTimes(analyses, corrected);
-  // Per rank, in input order: rank, measured, alone, joint, timeline alone, timeline joint (ns).
-  using Row = std::array<int64_t, 6>;
+  // Per rank, in input order: rank, measured, alone, joint, timeline alone, timeline joint (ns);
+  // the waits' contention (WaitContention's four fields).
+  using Row = std::array<int64_t, 10>;
   std::vector<Row> rows;
   for (size_t i = 0; i < analyses.size(); ++i) {
     const TraceAnalysis& a = *analyses[i];
+    const WaitContention c = MeasureWaitContention(a, identity.ranks[i], identity.arrival_limits[i]);
     rows.push_back({a.trace->meta.rank, a.measured_ns(), a.replayed_ns(), identity_ns[i], a.timeline_ns(),
-                    corrected_ns[i]});
+                    corrected_ns[i], static_cast<int64_t>(c.kernels), static_cast<int64_t>(c.with_reference),
+                    c.traced_ns, c.uncontended_ns});
   }
   rows = GatherInOrder(exchange, std::move(rows));
   auto error = [](TimeNs replayed, TimeNs measured) {
@@ -435,7 +527,8 @@ nlohmann::json JointReplayJson(const JobAnalysis& job, std::span<const TraceAnal
   nlohmann::json ranks = nlohmann::json::array();
   TimeNs job_measured = 0, job_alone = 0, job_joint = 0, job_timeline = 0, job_joint_timeline = 0;
   double worst = 0;
-  for (const auto& [rank, measured, alone, joint, timeline_alone, timeline_joint] : rows) {
+  for (const auto& [rank, measured, alone, joint, timeline_alone, timeline_joint, beside, compared, beside_ns,
+                    uncontended] : rows) {
     const double err = error(joint, measured);
     worst = std::max(worst, err);
     ranks.push_back({{"rank", rank},
@@ -444,7 +537,13 @@ nlohmann::json JointReplayJson(const JobAnalysis& job, std::span<const TraceAnal
                      {"replayed_joint_us", NsToUs(joint)},
                      {"joint_error_pct", err},
                      {"timeline_alone_us", NsToUs(timeline_alone)},
-                     {"timeline_joint_us", NsToUs(timeline_joint)}});
+                     {"timeline_joint_us", NsToUs(timeline_joint)},
+                     {"wait_contention",
+                      {{"kernels", beside},
+                       {"compared", compared},
+                       {"traced_us", NsToUs(beside_ns)},
+                       {"uncontended_us", NsToUs(uncontended)},
+                       {"excess_us", NsToUs(beside_ns - uncontended)}}}});
     job_measured = std::max(job_measured, measured);
     job_alone = std::max(job_alone, alone);
     job_joint = std::max(job_joint, joint);
@@ -456,7 +555,11 @@ nlohmann::json JointReplayJson(const JobAnalysis& job, std::span<const TraceAnal
           {"about", "each rank's steady iteration; the job's is the slowest rank's. alone: each rank's graph replayed "
                     "on its own (collective kernels keep their measured waits); joint: the ranks replayed as one, a "
                     "collective's transfer starting when its last member arrives (identity: traced durations; "
-                    "timeline: the analysis timeline's, corrected through the collectives when corrected)"},
+                    "timeline: the analysis timeline's, corrected through the collectives when corrected). "
+                    "wait_contention: the kernels of the steady iteration that ran beside a collective kernel "
+                    "waiting for its peers, and of those whose kind (name, launch configuration) also ran with no "
+                    "communication kernel beside it at least 3 times (compared), their traced time against that "
+                    "kind's uncontended median; measured, not replayed: the replays keep the traced durations"},
           {"members_bound", identity.members_bound},
           {"passes", identity.passes},
           {"converged", identity.converged && corrected.converged},

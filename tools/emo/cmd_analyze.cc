@@ -142,6 +142,14 @@ void PrintJob(const analysis::JobAnalysis& job, const nlohmann::json& joint) {
              joint["passes"].get<size_t>(), joint["converged"].get<bool>() ? "" : " (NOT converged)");
   fmt::print("  on the analysis timeline: {:.1f} us rank by rank, {:.1f} us jointly\n", j["timeline_alone_us"].get<double>(),
              j["timeline_joint_us"].get<double>());
+  for (const auto& r : joint["ranks"]) {
+    const auto& c = r["wait_contention"];
+    if (c["kernels"].get<size_t>() == 0) continue;
+    fmt::print("  rank {:<4} {} kernels of its steady iteration ran beside a collective waiting for its peers: {:.1f} us, "
+               "{:.1f} us at their uncontended medians ({} compared; measured, the replays keep the traced times)\n",
+               r["rank"].get<int64_t>(), c["kernels"].get<size_t>(), c["traced_us"].get<double>(),
+               c["uncontended_us"].get<double>(), c["compared"].get<size_t>());
+  }
   const auto& path = joint["critical_path"];
   if (path.contains("time_by_rank_us")) {
     std::string on;

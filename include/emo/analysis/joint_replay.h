@@ -87,6 +87,25 @@ nlohmann::json JointCriticalPathJson(const JointCriticalPath& p);
 // Each rank's steady iteration (TraceAnalysis::steady) on a joint schedule.
 std::vector<TimeNs> JointSteadyTimes(std::span<const TraceAnalysis* const> analyses, const JointSchedule& s);
 
+// The contention of waiting collectives in one rank's steady iteration. A collective kernel that
+// waits for its peers holds SMs while it spins, and the rank's other kernels that ran beside
+// the wait ran slower (ddp_gpt rank 0: 1.3x, BENCHMARKS.md, Order 10). Measured on schedule `s`
+// of the rank (the identity joint replay: the traced times) with `arrival_limits` (its
+// JointSchedule::arrival_limits): every kernel of the steady iteration, not a communication
+// kernel, that overlapped a collective kernel's wait (from its start to its collective's last
+// arrival) on the same device, against the median of the kernels of the same name and launch
+// configuration on the rank that overlapped no communication kernel (at least
+// kMinUncontendedKernels of them; never more than the kernel's own time). The replays keep the
+// traced durations: this says how much of the step the waits' contention may hold.
+inline constexpr size_t kMinUncontendedKernels = 3;
+struct WaitContention {
+  size_t kernels = 0;         // of the steady iteration, beside a collective's wait
+  size_t with_reference = 0;  // of them, whose kind ran uncontended often enough to compare
+  TimeNs traced_ns = 0;       // the time of those with a reference, as traced
+  TimeNs uncontended_ns = 0;  // the same kernels at their kind's uncontended median
+};
+WaitContention MeasureWaitContention(const TraceAnalysis& a, const Schedule& s, std::span<const TimeNs> arrival_limits);
+
 // The durations of analyses[i] with every GPU op of the rank `rank` (but its collective kernels,
 // whose time the joint replay derives) multiplied by `factor`: a straggler.
 std::vector<TimeNs> SlowRankDurations(const JobAnalysis& job, const TraceAnalysis& a, const std::vector<TimeNs>& base,
