@@ -331,13 +331,15 @@ std::vector<TimeNs> JointSteadyTimes(std::span<const TraceAnalysis* const> analy
   return out;
 }
 
-WaitContention MeasureWaitContention(const TraceAnalysis& a, const Schedule& s, std::span<const TimeNs> arrival_limits) {
+std::vector<ContendedKernel> KernelsBesideWaits(const TraceAnalysis& a, const Schedule& s,
+                                               std::span<const TimeNs> arrival_limits) {
   const graph::Graph& g = *a.graph;
   const auto& n = g.nodes();
   const trace::Trace& t = g.trace();
   EMO_CHECK(arrival_limits.size() == n.size() && s.start.size() == n.size());
   struct Interval {
     TimeNs start, end;
+    uint32_t node;
   };
   // Per device: the waits of collective kernels, and every communication kernel.
   std::map<int32_t, std::vector<Interval>> waits, comm;
@@ -347,13 +349,13 @@ WaitContention MeasureWaitContention(const TraceAnalysis& a, const Schedule& s, 
   };
   for (uint32_t v = 0; v < n.size(); ++v) {
     if (!is_kernel(v) || a.cpu_floors[v] != kCommKernelFloor) continue;
-    comm[device_of(v)].push_back({s.start[v], s.end[v]});
+    comm[device_of(v)].push_back({s.start[v], s.end[v], v});
     const TimeNs wait_end = std::min(arrival_limits[v], s.end[v]);
     if (arrival_limits[v] != std::numeric_limits<TimeNs>::max() && wait_end > s.start[v]) {
-      waits[device_of(v)].push_back({s.start[v], wait_end});
+      waits[device_of(v)].push_back({s.start[v], wait_end, v});
     }
   }
-  // Time of [start, end) inside the intervals (sorted by start; prefix maxima of their ends).
+  // The intervals sorted by start, with prefix maxima of their ends.
   struct Index {
     std::vector<Interval> by_start;
     std::vector<TimeNs> max_end;
@@ -364,14 +366,16 @@ WaitContention MeasureWaitContention(const TraceAnalysis& a, const Schedule& s, 
     for (const Interval& i : ix.by_start) ix.max_end.push_back(std::max(ix.max_end.empty() ? i.end : ix.max_end.back(), i.end));
     return ix;
   };
-  auto overlap = [](const Index& ix, TimeNs start, TimeNs end) {
-    TimeNs sum = 0;
+  // The interval [start, end) overlaps most (UINT32_MAX: none), and by how much.
+  auto most = [](const Index& ix, TimeNs start, TimeNs end) {
+    std::pair<uint32_t, TimeNs> best{UINT32_MAX, 0};
     auto it = std::lower_bound(ix.by_start.begin(), ix.by_start.end(), end,
                                [](const Interval& i, TimeNs x) { return i.start < x; });
     for (size_t j = static_cast<size_t>(it - ix.by_start.begin()); j-- > 0 && ix.max_end[j] > start;) {
-      sum += std::max<TimeNs>(0, std::min(end, ix.by_start[j].end) - std::max(start, ix.by_start[j].start));
+      const TimeNs o = std::min(end, ix.by_start[j].end) - std::max(start, ix.by_start[j].start);
+      if (o > best.second) best = {ix.by_start[j].node, o};
     }
-    return sum;
+    return best;
   };
   std::map<int32_t, Index> wait_ix, comm_ix;
   for (auto& [d, v] : waits) wait_ix[d] = index(std::move(v));
@@ -383,20 +387,20 @@ WaitContention MeasureWaitContention(const TraceAnalysis& a, const Schedule& s, 
     return Kind{t.gpu.name[n.ref[v]].value(), {l.grid[0], l.grid[1], l.grid[2]}, {l.block[0], l.block[1], l.block[2]}};
   };
   std::map<Kind, std::vector<TimeNs>> uncontended;
-  std::vector<uint32_t> beside;
+  std::vector<ContendedKernel> out;
   for (uint32_t v = 0; v < n.size(); ++v) {
     if (!is_kernel(v) || a.cpu_floors[v] == kCommKernelFloor) continue;
     const int32_t d = device_of(v);
     const auto c = comm_ix.find(d);
-    if (c == comm_ix.end() || overlap(c->second, s.start[v], s.end[v]) == 0) {
+    if (c == comm_ix.end() || most(c->second, s.start[v], s.end[v]).first == UINT32_MAX) {
       uncontended[kind_of(v)].push_back(s.end[v] - s.start[v]);
       continue;
     }
     const auto w = wait_ix.find(d);
-    if (a.iterations.node_iteration[v] == static_cast<int32_t>(a.steady) && w != wait_ix.end() &&
-        overlap(w->second, s.start[v], s.end[v]) > 0) {
-      beside.push_back(v);
-    }
+    if (w == wait_ix.end()) continue;
+    const auto [wait_node, overlap] = most(w->second, s.start[v], s.end[v]);
+    if (wait_node == UINT32_MAX) continue;
+    out.push_back({v, s.end[v] - s.start[v], -1, wait_node, arrival_limits[wait_node] - s.start[wait_node]});
   }
   std::map<Kind, TimeNs> median;
   for (auto& [k, d] : uncontended) {
@@ -404,17 +408,69 @@ WaitContention MeasureWaitContention(const TraceAnalysis& a, const Schedule& s, 
     std::nth_element(d.begin(), d.begin() + static_cast<ptrdiff_t>(d.size() / 2), d.end());
     median[k] = d[d.size() / 2];
   }
-  WaitContention out;
-  out.kernels = beside.size();
-  for (uint32_t v : beside) {
-    const auto it = median.find(kind_of(v));
-    if (it == median.end()) continue;
-    const TimeNs own = s.end[v] - s.start[v];
-    ++out.with_reference;
-    out.traced_ns += own;
-    out.uncontended_ns += std::min(own, it->second);
+  for (ContendedKernel& k : out) {
+    if (const auto it = median.find(kind_of(k.node)); it != median.end()) k.uncontended_ns = std::min(k.traced_ns, it->second);
   }
   return out;
+}
+
+WaitContention MeasureWaitContention(const TraceAnalysis& a, const Schedule& s, std::span<const TimeNs> arrival_limits) {
+  WaitContention out;
+  for (const ContendedKernel& k : KernelsBesideWaits(a, s, arrival_limits)) {
+    if (a.iterations.node_iteration[k.node] != static_cast<int32_t>(a.steady)) continue;
+    ++out.kernels;
+    if (k.uncontended_ns < 0) continue;
+    ++out.with_reference;
+    out.traced_ns += k.traced_ns;
+    out.uncontended_ns += k.uncontended_ns;
+  }
+  return out;
+}
+
+std::vector<const std::vector<TimeNs>*> TracedDurations(std::span<const TraceAnalysis* const> analyses) {
+  std::vector<const std::vector<TimeNs>*> d;
+  for (const TraceAnalysis* a : analyses) d.push_back(&a->traced_durations);
+  return d;
+}
+
+WaitContentionModel FindWaitContention(std::span<const TraceAnalysis* const> analyses, const JointSchedule& identity) {
+  WaitContentionModel m;
+  for (size_t i = 0; i < analyses.size(); ++i) {
+    std::vector<ContendedKernel> k = KernelsBesideWaits(*analyses[i], identity.ranks[i], identity.arrival_limits[i]);
+    std::erase_if(k, [](const ContendedKernel& c) { return c.uncontended_ns < 0; });
+    m.ranks.push_back(std::move(k));
+  }
+  return m;
+}
+
+std::vector<std::vector<TimeNs>> WithContentionOfTheWaits(const WaitContentionModel& m, const JointSchedule& s,
+                                                         std::span<const std::vector<TimeNs>* const> durations) {
+  EMO_CHECK(m.ranks.size() == durations.size() && s.ranks.size() == durations.size());
+  std::vector<std::vector<TimeNs>> out;
+  for (size_t i = 0; i < durations.size(); ++i) {
+    out.push_back(*durations[i]);
+    for (const ContendedKernel& k : m.ranks[i]) {
+      const TimeNs wait = std::max<TimeNs>(0, s.arrival_limits[i][k.wait_node] - s.ranks[i].start[k.wait_node]);
+      const double kept = std::min(1.0, static_cast<double>(wait) / static_cast<double>(std::max<TimeNs>(1, k.traced_wait_ns)));
+      // The kernel's own duration may have changed (a plan's clock): its contention is the traced
+      // excess over the uncontended time, in proportion.
+      const double own = static_cast<double>(out[i][k.node]) / static_cast<double>(std::max<TimeNs>(1, k.traced_ns));
+      const double excess = static_cast<double>(k.traced_ns - k.uncontended_ns) * own;
+      out[i][k.node] -= static_cast<TimeNs>(std::llround(excess * (1.0 - kept)));
+    }
+  }
+  return out;
+}
+
+JointSchedule JointReplayWithContention(const JobAnalysis& job, std::span<const TraceAnalysis* const> analyses,
+                                        const WaitContentionModel& m,
+                                        std::span<const std::vector<TimeNs>* const> durations, JobExchange* exchange) {
+  // Always two replays: with an exchange every process must replay as often as the others.
+  const JointSchedule first = JointReplay(job, analyses, durations, exchange);
+  const std::vector<std::vector<TimeNs>> adjusted = WithContentionOfTheWaits(m, first, durations);
+  std::vector<const std::vector<TimeNs>*> d;
+  for (const auto& x : adjusted) d.push_back(&x);
+  return JointReplay(job, analyses, d, exchange);
 }
 
 std::vector<TimeNs> SlowRankDurations(const JobAnalysis& job, const TraceAnalysis& a, const std::vector<TimeNs>& base,
@@ -478,8 +534,9 @@ Result<JobWhatIf> RunJobWhatIf(const JobAnalysis& job, std::span<const TraceAnal
     b.push_back(&base[i]);
     c.push_back(&changed[i]);
   }
-  const JointSchedule before = JointReplay(job, analyses, b);
-  const JointSchedule after = JointReplay(job, analyses, c);
+  const WaitContentionModel m = FindWaitContention(analyses, JointReplay(job, analyses, TracedDurations(analyses)));
+  const JointSchedule before = JointReplayWithContention(job, analyses, m, b);
+  const JointSchedule after = JointReplayWithContention(job, analyses, m, c);
   const std::vector<TimeNs> before_ns = JointSteadyTimes(analyses, before);
   const std::vector<TimeNs> after_ns = JointSteadyTimes(analyses, after);
   JobWhatIf r;
@@ -500,13 +557,11 @@ Result<JobWhatIf> RunJobWhatIf(const JobAnalysis& job, std::span<const TraceAnal
 
 nlohmann::json JointReplayJson(const JobAnalysis& job, std::span<const TraceAnalysis* const> analyses,
                                JobExchange* exchange) {
-  std::vector<const std::vector<TimeNs>*> traced, timeline;
-  for (const TraceAnalysis* a : analyses) {
-    traced.push_back(&a->traced_durations);
-    timeline.push_back(&a->durations);
-  }
+  std::vector<const std::vector<TimeNs>*> traced = TracedDurations(analyses), timeline;
+  for (const TraceAnalysis* a : analyses) timeline.push_back(&a->durations);
   const JointSchedule identity = JointReplay(job, analyses, traced, exchange);
-  const JointSchedule corrected = JointReplay(job, analyses, timeline, exchange);
+  const JointSchedule corrected =
+      JointReplayWithContention(job, analyses, FindWaitContention(analyses, identity), timeline, exchange);
   const std::vector<TimeNs> identity_ns = JointSteadyTimes(analyses, identity);
   const std::vector<TimeNs> corrected_ns = JointSteadyTimes(analyses, corrected);
   // Per rank, in input order: rank, measured, alone, joint, timeline alone, timeline joint (ns);
@@ -559,7 +614,8 @@ nlohmann::json JointReplayJson(const JobAnalysis& job, std::span<const TraceAnal
                     "wait_contention: the kernels of the steady iteration that ran beside a collective kernel "
                     "waiting for its peers, and of those whose kind (name, launch configuration) also ran with no "
                     "communication kernel beside it at least 3 times (compared), their traced time against that "
-                    "kind's uncontended median; measured, not replayed: the replays keep the traced durations"},
+                    "kind's uncontended median, as traced (the timeline's joint replay keeps of that excess the share "
+                    "of its wait that is left, joint_replay.h)"},
           {"members_bound", identity.members_bound},
           {"passes", identity.passes},
           {"converged", identity.converged && corrected.converged},

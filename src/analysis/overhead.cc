@@ -421,7 +421,7 @@ OverheadModel ModelFromCalibration(const graph::Graph& g, const IterationMap& it
   if (m.waits_on_other_ranks) {
     unlike.push_back("this rank's collectives wait for other ranks, whose own profiler overhead is not undone (our "
                      "2-GPU DDP and pipeline traces, each rank alone: -4 to +168 % against the measured unprofiled "
-                     "step; read together, +10 to +16 %, BENCHMARKS.md)");
+                     "step; read together as one job, +3 and +10 %, BENCHMARKS.md)");
   }
   const double density = m.gauge.Density();
   if (m.gauge.measured && c.density_hi > 0 &&

@@ -19,7 +19,10 @@ Result<JobPlan> PlanJob(const analysis::JobAnalysis& job, std::span<const analys
                         const std::function<void(size_t, double, bool)>& progress) {
   std::vector<const std::vector<TimeNs>*> timelines;
   for (const auto* a : ranks) timelines.push_back(&a->durations);
-  const analysis::JointSchedule joint = analysis::JointReplay(job, ranks, timelines);
+  // The contention of waiting collectives follows the replayed waits (joint_replay.h).
+  const analysis::WaitContentionModel contention =
+      analysis::FindWaitContention(ranks, analysis::JointReplay(job, ranks, analysis::TracedDurations(ranks)));
+  const analysis::JointSchedule joint = analysis::JointReplayWithContention(job, ranks, contention, timelines);
   JobPlan out;
   out.target = options.max_slowdown;
   out.jointly = !per_rank;
@@ -48,7 +51,7 @@ Result<JobPlan> PlanJob(const analysis::JobAnalysis& job, std::span<const analys
     for (size_t i = 0; i < plans.size(); ++i) with_plans.push_back(PlannedDurations(plans[i], ranks[i]->durations));
     std::vector<const std::vector<TimeNs>*> d;
     for (const auto& w : with_plans) d.push_back(&w);
-    const analysis::JointSchedule after = analysis::JointReplay(job, ranks, d);
+    const analysis::JointSchedule after = analysis::JointReplayWithContention(job, ranks, contention, d);
     out.converged = out.converged && after.converged;
     return Slowest(analysis::JointSteadyTimes(ranks, after));
   };

@@ -177,6 +177,37 @@ TEST(JointReplayTest, KernelsBesideAWaitingCollectiveAreMeasuredAgainstTheirUnco
   EXPECT_EQ(MeasureWaitContention(q0, sq.ranks[0], sq.arrival_limits[0]).kernels, 0u);
 }
 
+// In a joint replay the contention follows the waits: none left, the kernel beside it takes its
+// kind's uncontended time; half of it left, half the excess; the traced waits, all of it.
+TEST(JointReplayTest, TheContentionOfAWaitShrinksWithTheReplayedWait) {
+  const TraceAnalysis r0 = ContendedRank(0, 200, 30), r1 = ContendedRank(1, 200, 30);
+  const std::vector<const TraceAnalysis*> ranks = {&r0, &r1};
+  const JobAnalysis job = JobOf(ranks);
+  const JointSchedule identity = JointReplay(job, ranks, TracedDurations(ranks));
+  const WaitContentionModel m = FindWaitContention(ranks, identity);
+  ASSERT_EQ(m.ranks.size(), 2u);
+  ASSERT_EQ(m.ranks[0].size(), 4u);  // one per iteration
+  EXPECT_TRUE(m.ranks[1].empty());
+  const uint32_t beside = m.ranks[0][r0.steady].node;
+  EXPECT_EQ(m.ranks[0][r0.steady].traced_wait_ns, 200 * kUs);
+  // The traced durations: the waits are the traced ones, nothing changes.
+  EXPECT_EQ(WithContentionOfTheWaits(m, identity, TracedDurations(ranks))[0], r0.traced_durations);
+  // Rank 1's long kernel shortened by `less_us`: rank 0 waits that much less.
+  auto beside_after = [&](double less_us) {
+    std::vector<TimeNs> d1 = r1.traced_durations;
+    for (uint32_t v = 0; v < d1.size(); ++v) {
+      if (r1.graph->nodes().kind[v] == graph::NodeKind::kGpuOp && r1.cpu_floors[v] != kCommKernelFloor) {
+        d1[v] -= static_cast<TimeNs>(less_us * kUs);
+      }
+    }
+    const std::vector<const std::vector<TimeNs>*> d = {&r0.traced_durations, &d1};
+    return JointReplayWithContention(job, ranks, m, d).durations[0][beside];
+  };
+  EXPECT_EQ(beside_after(0), 30 * kUs);
+  EXPECT_EQ(beside_after(100), 25 * kUs);
+  EXPECT_EQ(beside_after(200), 20 * kUs);
+}
+
 TEST(JointReplayTest, SlowRankArgumentsAreChecked) {
   auto ok = ParseSlowRank("3=1.25");
   ASSERT_TRUE(ok.ok());

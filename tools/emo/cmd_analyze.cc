@@ -146,7 +146,8 @@ void PrintJob(const analysis::JobAnalysis& job, const nlohmann::json& joint) {
     const auto& c = r["wait_contention"];
     if (c["kernels"].get<size_t>() == 0) continue;
     fmt::print("  rank {:<4} {} kernels of its steady iteration ran beside a collective waiting for its peers: {:.1f} us, "
-               "{:.1f} us at their uncontended medians ({} compared; measured, the replays keep the traced times)\n",
+               "{:.1f} us at their uncontended medians ({} compared; the timeline's joint replay keeps the share of that its "
+               "waits keep)\n",
                r["rank"].get<int64_t>(), c["kernels"].get<size_t>(), c["traced_us"].get<double>(),
                c["uncontended_us"].get<double>(), c["compared"].get<size_t>());
   }

@@ -87,17 +87,27 @@ nlohmann::json JointCriticalPathJson(const JointCriticalPath& p);
 // Each rank's steady iteration (TraceAnalysis::steady) on a joint schedule.
 std::vector<TimeNs> JointSteadyTimes(std::span<const TraceAnalysis* const> analyses, const JointSchedule& s);
 
-// The contention of waiting collectives in one rank's steady iteration. A collective kernel that
-// waits for its peers holds SMs while it spins, and the rank's other kernels that ran beside
-// the wait ran slower (ddp_gpt rank 0: 1.3x, BENCHMARKS.md, Order 10). Measured on schedule `s`
-// of the rank (the identity joint replay: the traced times) with `arrival_limits` (its
-// JointSchedule::arrival_limits): every kernel of the steady iteration, not a communication
-// kernel, that overlapped a collective kernel's wait (from its start to its collective's last
-// arrival) on the same device, against the median of the kernels of the same name and launch
-// configuration on the rank that overlapped no communication kernel (at least
-// kMinUncontendedKernels of them; never more than the kernel's own time). The replays keep the
-// traced durations: this says how much of the step the waits' contention may hold.
+// The contention of waiting collectives. A collective kernel that waits for its peers holds SMs
+// while it spins, and the rank's other kernels that ran beside the wait ran slower (ddp_gpt
+// rank 0: 1.31x, BENCHMARKS.md, Order 10). Found on schedule `s` of a rank (the identity joint
+// replay: the traced times) with `arrival_limits` (its JointSchedule::arrival_limits): every
+// kernel, not a communication kernel, that overlapped a collective kernel's wait (from its start
+// to its collective's last arrival) on the same device, with the wait it overlapped most, and
+// the median of the kernels of the same name and launch configuration on the rank that
+// overlapped no communication kernel (at least kMinUncontendedKernels of them; never more than
+// the kernel's own time; -1 when too few).
 inline constexpr size_t kMinUncontendedKernels = 3;
+struct ContendedKernel {
+  uint32_t node;
+  TimeNs traced_ns;            // its duration on `s`
+  TimeNs uncontended_ns;       // its kind's uncontended median, or -1
+  uint32_t wait_node;          // the collective kernel whose wait it overlapped most
+  TimeNs traced_wait_ns;       // that kernel's wait on `s`
+};
+std::vector<ContendedKernel> KernelsBesideWaits(const TraceAnalysis& a, const Schedule& s,
+                                               std::span<const TimeNs> arrival_limits);
+
+// Those of the rank's steady iteration, summed (what `emo analyze` reports per rank).
 struct WaitContention {
   size_t kernels = 0;         // of the steady iteration, beside a collective's wait
   size_t with_reference = 0;  // of them, whose kind ran uncontended often enough to compare
@@ -105,6 +115,27 @@ struct WaitContention {
   TimeNs uncontended_ns = 0;  // the same kernels at their kind's uncontended median
 };
 WaitContention MeasureWaitContention(const TraceAnalysis& a, const Schedule& s, std::span<const TimeNs> arrival_limits);
+
+// The contention in the corrected and planned joint replays: it follows the waits. Per analysis,
+// the kernels beside a traced wait that have an uncontended reference (FindWaitContention, from
+// the identity joint replay); on a joint replay `s` of `durations`, each such kernel keeps the
+// share of its traced excess over the uncontended time that its wait keeps (replayed wait /
+// traced wait, at most 1), its excess scaled with its own duration (a plan's clock)
+// (WithContentionOfTheWaits). JointReplayWithContention replays, applies that, and replays again
+// (one step, not a fixed point: the second replay's waits are not fed back). With the traced
+// durations the waits are the traced ones and nothing changes.
+// Each analysis's traced durations, as JointReplay takes them (the identity).
+std::vector<const std::vector<TimeNs>*> TracedDurations(std::span<const TraceAnalysis* const> analyses);
+struct WaitContentionModel {
+  std::vector<std::vector<ContendedKernel>> ranks;  // per analysis
+};
+WaitContentionModel FindWaitContention(std::span<const TraceAnalysis* const> analyses, const JointSchedule& identity);
+std::vector<std::vector<TimeNs>> WithContentionOfTheWaits(const WaitContentionModel& m, const JointSchedule& s,
+                                                         std::span<const std::vector<TimeNs>* const> durations);
+JointSchedule JointReplayWithContention(const JobAnalysis& job, std::span<const TraceAnalysis* const> analyses,
+                                        const WaitContentionModel& m,
+                                        std::span<const std::vector<TimeNs>* const> durations,
+                                        JobExchange* exchange = nullptr);
 
 // The durations of analyses[i] with every GPU op of the rank `rank` (but its collective kernels,
 // whose time the joint replay derives) multiplied by `factor`: a straggler.
