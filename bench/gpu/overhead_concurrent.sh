@@ -22,7 +22,8 @@
 # plain, emo, or emo_noanchor = `emo trace` with EMO_TRACE_ANCHOR=0, every launch followed to
 # the end: a tracer whose cost earlier runs measured, to show the design can see one; or spin =
 # plain with --host-spin-us $SPIN_US (default 150): a host-side cost of known size, which
-# measures how much of one the design shows; or run = `emo run --actuator dry-run` under
+# measures how much of one the design shows (SPIN_PCT=P instead sizes it to P % of the solo
+# run's median step); or run = `emo run --actuator dry-run` under
 # RUN_POLICY, made first from one `emo trace` and `emo optimize --device h200` when unset:
 # what following a plan costs the program),
 # TRAIN_ARGS="--steps 1500 --warmup 30", EMO_WARMUP=50 EMO_ITERS=20 (emo trace's window),
@@ -119,6 +120,20 @@ if [[ "$SOLO" == 1 ]]; then
   run_one plain "$CORES_A" solo "${GPU_A:-}"
   record 0 solo A plain "$CORES_A" solo
   say "solo plain: rc $(cat "$work/solo.rc")"
+fi
+if [[ -n "${SPIN_PCT:-}" ]]; then  # the spin sized to a share of the solo step
+  SPIN_US=$("$SPY" - "$rows" "$SPIN_PCT" <<'PY'
+import json, statistics, sys
+for line in open(sys.argv[1]):
+    row = json.loads(line)
+    p = row.get("program") or {}
+    if row.get("kind") == "solo" and p.get("step_ms"):
+        print(round(float(sys.argv[2]) / 100 * 1e3 * statistics.median(p["step_ms"][int(p.get("warmup_steps", 0)):])))
+        break
+PY
+)
+  [[ -n "$SPIN_US" ]] || { say "SPIN_PCT needs the solo run (SOLO=1), which gave no steps"; exit 1; }
+  say "spin: ${SPIN_PCT} % of the solo step = ${SPIN_US} us per step"
 fi
 round_s=0
 for r in $(seq 1 "$ROUNDS"); do

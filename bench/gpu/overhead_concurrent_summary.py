@@ -15,7 +15,9 @@ such as emo_noanchor, spin or run, summed apart under their own name). Across ro
 a bootstrap 95 % interval of the geometric mean (fixed seed, so the same input gives the same
 figures), for emo/plain and for A/A; the emo/plain rounds also split by the half emo ran on.
 halves_balanced is the geometric mean of the two halves' geometric means (a speed difference
-between the halves cancels in it). Standard library only.
+between the halves cancels in it). With spin rounds (a known host-side cost) and a solo run,
+scaled_by_spin reads every other mode's ratio as a cost on the loop alone. Standard library
+only.
 """
 import argparse
 import json
@@ -132,6 +134,61 @@ def summarize(rows, after):
         out[mode] = {f"{mode}_over_plain": describe(ratios)}
     if out["solo"] and out["solo"]["median_step_ms"] and plain_meds:
         out["solo"]["plain_together_over_alone"] = statistics.median(plain_meds) / out["solo"]["median_step_ms"]
+    spin_us = [row["program"].get("host_spin_us") for row in rows
+               if row.get("mode") == "spin" and row.get("program")]
+    if out["solo"] and out["solo"]["median_step_ms"] and spin_us and "spin" in others:
+        alone = {"emo": ab, **{m: r for m, r in others.items() if m != "spin"}}
+        out["scaled_by_spin"] = scaled_by_spin(alone, others["spin"], statistics.median(spin_us),
+                                               out["solo"]["median_step_ms"])
+    return out
+
+
+def scaled_by_spin(modes, spin_ratios, spin_us, solo_ms, seed=1):
+    """The cost of each mode on the loop alone, read through the spin rounds of the same files.
+
+    A spin round adds a host-side cost of known size: spin_us per step, a share `known` of the
+    loop's step alone (the solo run). The design shows a fraction k = (spin/plain - 1) / known
+    of it; a mode whose ratio is r then costs (r - 1) / k of the loop alone, if its cost hides
+    as the spin's does (both are host-side). The interval resamples the mode's and the spin's
+    rounds apart (fixed seed); where a resample shows no spin at all (k <= 0) the cost is
+    unbounded, counted in `unbounded_share`. Without the linear reading: `over_spin` is the
+    mode's geometric mean over the spin's, and `share_below_spin` the share of resamples in
+    which the mode shows less than the spin (a spin the size of a goal tests the goal)."""
+    known = spin_us / 1e3 / solo_ms
+    spin_logs = [math.log(r) for r in spin_ratios]
+    k = (math.exp(statistics.fmean(spin_logs)) - 1) / known
+    out = {"spin_us": spin_us, "known_share_of_solo_step": known, "sensitivity": k, "modes": {}}
+    rng = random.Random(seed)
+    for mode, ratios in sorted(modes.items()):
+        if not ratios:
+            continue
+        logs = [math.log(r) for r in ratios]
+        est = (math.exp(statistics.fmean(logs)) - 1) / k if k > 0 else None
+        rec = {"n": len(ratios), "n_spin": len(spin_logs), "cost_alone": est}
+        rec["over_spin"] = math.exp(statistics.fmean(logs) - statistics.fmean(spin_logs))
+        if len(logs) >= 2 and len(spin_logs) >= 2:
+            draws, unbounded, below = [], 0, 0
+            for _ in range(20000):
+                lm = statistics.fmean(rng.choices(logs, k=len(logs)))
+                ls = statistics.fmean(rng.choices(spin_logs, k=len(spin_logs)))
+                below += lm < ls
+                kk = (math.exp(ls) - 1) / known
+                if kk <= 0:
+                    unbounded += 1
+                else:
+                    draws.append((math.exp(lm) - 1) / kk)
+            draws.sort()
+            rec["unbounded_share"] = unbounded / 20000
+            # How often the mode shows less than the known cost: with a spin of the size of a
+            # goal (SPIN_PCT), the share of resamples in which the mode costs less than it.
+            rec["share_below_spin"] = below / 20000
+            if draws:
+                # Unbounded draws sit above every bounded one: the upper end moves up with them.
+                n = 20000
+                lo_i, hi_i = int(0.025 * n), int(0.975 * n) - 1
+                rec["bootstrap95"] = [draws[lo_i] if lo_i < len(draws) else None,
+                                      draws[hi_i] if hi_i < len(draws) else None]
+        out["modes"][mode] = rec
     return out
 
 

@@ -40,8 +40,11 @@ def rounds(cost, side_bias=1.0, cycle=(("emo", "plain"), ("plain", "emo"), ("pla
             base = 12 * (cost[mode] if mode != "plain" else 1.0) * (side_bias if side == "A" else 1.0)
             start = 100.0 * r + rng.random() + (1.0 if mode != "plain" else 0)
             slow = traced_window if mode != "plain" else ()
+            prog = program(rng, start, base, 1500, 30, drift, slow)
+            if mode == "spin":
+                prog["host_spin_us"] = 300
             rows.append({"round": r, "kind": kind, "side": side, "mode": mode, "cores": side, "rc": 0,
-                         "program": program(rng, start, base, 1500, 30, drift, slow)})
+                         "program": prog})
     return rows
 
 
@@ -104,3 +107,30 @@ def test_files_are_pooled_with_their_rounds_apart(tmp_path):
     assert out["ab"]["emo_over_plain"]["n"] == 4  # 2 emo rounds per file
     assert out["aa"]["A_over_B"]["n"] == 2
     assert out["ab"]["emo_over_plain"]["geometric_mean"] == pytest.approx(1.02, abs=0.01)
+
+
+def test_a_cost_is_read_through_the_spin_of_known_size():
+    # The spin adds 300 us to a 10 ms solo step (3 %), and the design shows a third of it
+    # (x1.01): emo's x1.005 is then 1.5 % of the loop alone, and below the spin's showing.
+    cycle = (("spin", "plain"), ("plain", "spin"), ("emo", "plain"), ("plain", "emo"))
+    out = ocs.summarize(rounds({"emo": 1.005, "spin": 1.01}, cycle=cycle, n=16, traced_window=range(30, 300)),
+                        after=300)
+    sc = out["scaled_by_spin"]
+    assert sc["known_share_of_solo_step"] == pytest.approx(0.03, rel=0.02)
+    assert sc["sensitivity"] == pytest.approx(1 / 3, rel=0.25)
+    emo = sc["modes"]["emo"]
+    assert emo["n"] == 8 and emo["n_spin"] == 8
+    assert emo["cost_alone"] == pytest.approx(0.015, abs=0.005)
+    lo, hi = emo["bootstrap95"]
+    assert lo < emo["cost_alone"] < hi
+    assert emo["over_spin"] == pytest.approx(1.005 / 1.01, abs=0.003)
+    assert emo["share_below_spin"] > 0.95
+    # A mode that shows more than the spin is read as more than the spin's known cost.
+    more = ocs.summarize(rounds({"emo": 1.02, "spin": 1.01}, cycle=cycle, n=16, traced_window=range(30, 300)),
+                         after=300)["scaled_by_spin"]["modes"]["emo"]
+    assert more["cost_alone"] > 0.03 and more["share_below_spin"] < 0.05
+
+
+def test_without_spin_rounds_nothing_is_scaled():
+    out = ocs.summarize(rounds({"emo": 1.01}), after=75)
+    assert "scaled_by_spin" not in out
