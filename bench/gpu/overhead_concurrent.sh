@@ -122,13 +122,15 @@ if [[ "$SOLO" == 1 ]]; then
   say "solo plain: rc $(cat "$work/solo.rc")"
 fi
 if [[ -n "${SPIN_PCT:-}" ]]; then  # the spin sized to a share of the solo step
-  SPIN_US=$("$SPY" - "$rows" "$SPIN_PCT" <<'PY'
-import json, statistics, sys
+  SPIN_US=$("$SPY" - "$rows" "$SPIN_PCT" "$here" <<'PY'
+import json, sys
+sys.path.insert(0, sys.argv[3])
+from overhead_concurrent_summary import solo_median_ms
 for line in open(sys.argv[1]):
     row = json.loads(line)
-    p = row.get("program") or {}
-    if row.get("kind") == "solo" and p.get("step_ms"):
-        print(round(float(sys.argv[2]) / 100 * 1e3 * statistics.median(p["step_ms"][int(p.get("warmup_steps", 0)):])))
+    ms = solo_median_ms(row.get("program")) if row.get("kind") == "solo" else None
+    if ms:
+        print(round(float(sys.argv[2]) / 100 * 1e3 * ms))
         break
 PY
 )

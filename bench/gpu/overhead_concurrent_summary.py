@@ -75,6 +75,16 @@ def round_ratio(a, b, after):
     return rec
 
 
+BOOTSTRAP_N = 20000
+
+
+def solo_median_ms(program):
+    """The median step of a program's timed steps (after its warm-up), or None."""
+    steps = (program or {}).get("step_ms") or []
+    timed = steps[int(program.get("warmup_steps", 0)):] if steps else []
+    return statistics.median(timed) if timed else None
+
+
 def describe(ratios, seed=1):
     if not ratios:
         return {"n": 0}
@@ -84,7 +94,7 @@ def describe(ratios, seed=1):
     if len(ratios) >= 2:
         out["sd_log"] = statistics.stdev(logs)
         rng = random.Random(seed)
-        means = sorted(statistics.fmean(rng.choices(logs, k=len(logs))) for _ in range(20000))
+        means = sorted(statistics.fmean(rng.choices(logs, k=len(logs))) for _ in range(BOOTSTRAP_N))
         out["bootstrap95_geometric_mean"] = [math.exp(means[int(0.025 * len(means))]),
                                              math.exp(means[int(0.975 * len(means)) - 1])]
     return out
@@ -97,10 +107,7 @@ def summarize(rows, after):
     out = {"after": after, "rounds": [], "solo": None}
     solo_row = by_round.pop(0, {}).get("A")
     if solo_row and solo_row.get("program"):
-        p = solo_row["program"]
-        steps = p.get("step_ms") or []
-        out["solo"] = {"median_step_ms": statistics.median(steps[int(p.get("warmup_steps", 0)):]) if steps else None,
-                       "cores": solo_row.get("cores")}
+        out["solo"] = {"median_step_ms": solo_median_ms(solo_row["program"]), "cores": solo_row.get("cores")}
     ab, aa, by_half, others = [], [], {"A": [], "B": []}, {}
     plain_meds = []
     for r in sorted(by_round):
@@ -168,7 +175,7 @@ def scaled_by_spin(modes, spin_ratios, spin_us, solo_ms, seed=1):
         rec["over_spin"] = math.exp(statistics.fmean(logs) - statistics.fmean(spin_logs))
         if len(logs) >= 2 and len(spin_logs) >= 2:
             draws, unbounded, below = [], 0, 0
-            for _ in range(20000):
+            for _ in range(BOOTSTRAP_N):
                 lm = statistics.fmean(rng.choices(logs, k=len(logs)))
                 ls = statistics.fmean(rng.choices(spin_logs, k=len(spin_logs)))
                 below += lm < ls
@@ -178,14 +185,13 @@ def scaled_by_spin(modes, spin_ratios, spin_us, solo_ms, seed=1):
                 else:
                     draws.append((math.exp(lm) - 1) / kk)
             draws.sort()
-            rec["unbounded_share"] = unbounded / 20000
+            rec["unbounded_share"] = unbounded / BOOTSTRAP_N
             # How often the mode shows less than the known cost: with a spin of the size of a
             # goal (SPIN_PCT), the share of resamples in which the mode costs less than it.
-            rec["share_below_spin"] = below / 20000
+            rec["share_below_spin"] = below / BOOTSTRAP_N
             if draws:
                 # Unbounded draws sit above every bounded one: the upper end moves up with them.
-                n = 20000
-                lo_i, hi_i = int(0.025 * n), int(0.975 * n) - 1
+                lo_i, hi_i = int(0.025 * BOOTSTRAP_N), int(0.975 * BOOTSTRAP_N) - 1
                 rec["bootstrap95"] = [draws[lo_i] if lo_i < len(draws) else None,
                                       draws[hi_i] if hi_i < len(draws) else None]
         out["modes"][mode] = rec
