@@ -4,7 +4,8 @@ the same stretch of wall time.
 
   python3 overhead_concurrent_summary.py rounds.jsonl [more.jsonl ...] [--after 75] > summary.json
 
-Several files (runs of the script) are pooled: their rounds are kept apart by file.
+Several files (runs of the script) are pooled: their rounds are kept apart by file; `solo` is
+the first file's solo run, and each file's own sizes its spins (scaled_by_spin).
 
 Per round, each side's steps are those that start at or after the later of the two sides' first
 counted steps (step `--after` for any side but a plain one, after emo's traced window as
@@ -101,11 +102,14 @@ def describe(ratios, seed=1):
 
 
 def summarize(rows, after):
-    by_round = {}
+    by_round, solo_by_file = {}, {}
     for row in rows:
+        if row.get("kind") == "solo":  # a file's solo run (round 0, or 1000 k in the k-th file)
+            solo_by_file[row["round"] // 1000] = solo_median_ms(row.get("program"))
+            continue
         by_round.setdefault(row["round"], {})[row["side"]] = row
     out = {"after": after, "rounds": [], "solo": None}
-    solo_row = by_round.pop(0, {}).get("A")
+    solo_row = next((row for row in rows if row.get("kind") == "solo" and row["round"] == 0), None)
     if solo_row and solo_row.get("program"):
         out["solo"] = {"median_step_ms": solo_median_ms(solo_row["program"]), "cores": solo_row.get("cores")}
     ab, aa, by_half, others = [], [], {"A": [], "B": []}, {}
@@ -141,27 +145,35 @@ def summarize(rows, after):
         out[mode] = {f"{mode}_over_plain": describe(ratios)}
     if out["solo"] and out["solo"]["median_step_ms"] and plain_meds:
         out["solo"]["plain_together_over_alone"] = statistics.median(plain_meds) / out["solo"]["median_step_ms"]
-    spin_us = [row["program"].get("host_spin_us") for row in rows
-               if row.get("mode") == "spin" and row.get("program")]
-    if out["solo"] and out["solo"]["median_step_ms"] and spin_us and "spin" in others:
+    # Each spin run's cost as a share of its own file's solo step (the first file's where its own
+    # has none): pooled files may have run at other paces or with other spins.
+    first_solo = out["solo"]["median_step_ms"] if out["solo"] else None
+    spins = []
+    for row in rows:
+        if row.get("mode") == "spin" and row.get("kind") != "solo" and row.get("program"):
+            solo_ms = solo_by_file.get(row["round"] // 1000) or first_solo
+            if solo_ms:
+                spins.append((row["program"].get("host_spin_us") or 0, solo_ms))
+    if spins and "spin" in others:
         alone = {"emo": ab, **{m: r for m, r in others.items() if m != "spin"}}
-        out["scaled_by_spin"] = scaled_by_spin(alone, others["spin"], statistics.median(spin_us),
-                                               out["solo"]["median_step_ms"])
+        out["scaled_by_spin"] = scaled_by_spin(alone, others["spin"], spins)
     return out
 
 
-def scaled_by_spin(modes, spin_ratios, spin_us, solo_ms, seed=1):
+def scaled_by_spin(modes, spin_ratios, spins, seed=1):
     """The cost of each mode on the loop alone, read through the spin rounds of the same files.
 
     A spin round adds a host-side cost of known size: spin_us per step, a share `known` of the
-    loop's step alone (the solo run). The design shows a fraction k = (spin/plain - 1) / known
+    loop's step alone (spins: (spin_us, solo step ms) of each spin run; `known` is the median
+    of their shares). The design shows a fraction k = (spin/plain - 1) / known
     of it; a mode whose ratio is r then costs (r - 1) / k of the loop alone, if its cost hides
     as the spin's does (both are host-side). The interval resamples the mode's and the spin's
     rounds apart (fixed seed); where a resample shows no spin at all (k <= 0) the cost is
     unbounded, counted in `unbounded_share`. Without the linear reading: `over_spin` is the
     mode's geometric mean over the spin's, and `share_below_spin` the share of resamples in
     which the mode shows less than the spin (a spin the size of a goal tests the goal)."""
-    known = spin_us / 1e3 / solo_ms
+    known = statistics.median(us / 1e3 / ms for us, ms in spins)
+    spin_us = statistics.median(us for us, _ in spins)
     spin_logs = [math.log(r) for r in spin_ratios]
     k = (math.exp(statistics.fmean(spin_logs)) - 1) / known
     out = {"spin_us": spin_us, "known_share_of_solo_step": known, "sensitivity": k, "modes": {}}
@@ -208,9 +220,7 @@ def main():
         for line in open(path):
             if line.strip():
                 row = json.loads(line)
-                if k > 0 and row["round"] == 0:
-                    continue  # the solo run: the first file's only
-                row["round"] += 1000 * k  # the files' rounds apart
+                row["round"] += 1000 * k  # the files' rounds apart (a file's solo run: 1000 k)
                 rows.append(row)
     json.dump(summarize(rows, args.after), sys.stdout, indent=1)
     sys.stdout.write("\n")

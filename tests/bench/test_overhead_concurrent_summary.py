@@ -134,3 +134,22 @@ def test_a_cost_is_read_through_the_spin_of_known_size():
 def test_without_spin_rounds_nothing_is_scaled():
     out = ocs.summarize(rounds({"emo": 1.01}), after=75)
     assert "scaled_by_spin" not in out
+
+
+def test_pooled_files_read_each_spin_against_its_own_solo_run(tmp_path):
+    # The same 300 us spin is 3 % of file a's 10 ms solo step and 1.5 % of file b's 20 ms one.
+    cycle = (("spin", "plain"), ("plain", "spin"), ("emo", "plain"), ("plain", "emo"))
+    a = rounds({"emo": 1.0, "spin": 1.01}, cycle=cycle, n=4, seed=1, traced_window=range(30, 300))
+    b = rounds({"emo": 1.0, "spin": 1.01}, cycle=cycle, n=4, seed=2, traced_window=range(30, 300))
+    b[0]["program"]["step_ms"] = [2 * ms for ms in b[0]["program"]["step_ms"]]
+    paths = []
+    for name, rows in (("a", a), ("b", b)):
+        paths.append(tmp_path / f"{name}.jsonl")
+        paths[-1].write_text("".join(json.dumps(r) + "\n" for r in rows))
+    script = os.path.join(SRC, "bench", "gpu", "overhead_concurrent_summary.py")
+    res = subprocess.run([sys.executable, script, *map(str, paths), "--after", "300"], capture_output=True,
+                         text=True, check=True)
+    out = json.loads(res.stdout)
+    assert out["solo"]["median_step_ms"] == pytest.approx(10, rel=0.01)  # the first file's
+    assert out["scaled_by_spin"]["known_share_of_solo_step"] == pytest.approx(0.0225, rel=0.02)
+    assert not any("dropped" in r for r in out["rounds"])  # the second file's solo is no round
