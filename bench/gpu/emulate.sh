@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # `emo run --actuator emulate` on the H200: does a plan's measured slowdown match the predicted
 # one? For each loop (bench/gpu/train_loop.py, decode_loop.py, streams_graph): one `emo trace`,
-# `emo optimize --device h200` at two latency targets (--max-slowdown 0.02 and 0.10) into
-# policies, then rounds of `emo run --actuator emulate` (spin kernels add the model's extra time
-# per op on the op's stream), and for the loops in AB_LOOPS `emo run --actuator dry-run` beside
-# it (the same callbacks, nothing added), order alternating. Never changes a clock.
+# `emo optimize` with the GPU's device model (loops.sh device_model: h200 on the H200) at two
+# latency targets (--max-slowdown 0.02 and 0.10) into policies, then rounds of `emo run
+# --actuator emulate` (spin kernels add the model's extra time per op on the op's stream), and for
+# the loops in AB_LOOPS `emo run --actuator dry-run` beside it (the same callbacks, nothing
+# added), order alternating. Never changes a clock.
 #
 # Two measures of the slowdown:
 #  - within one emulate run: iterations with the plan in force against the same run's
@@ -45,13 +46,14 @@ mkdir -p "$dest"
 # shellcheck source=loops.sh
 source "$here/loops.sh"
 prepare_loops "$LOOPS" || exit 1
+device="$(device_model)"
 for loop in $LOOPS; do
   read -ra cmd <<<"$(loop_command "$loop" 120)"
   "$EMO" trace -o "$work/${loop}.emotrace" --warmup 40 --iterations 4 -- "${cmd[@]}" >"$work/${loop}_trace.out" 2>&1
   for s in "${plans[@]}"; do
     m=0
     [[ $s == *m* ]] && m="${s#*m}"
-    "$EMO" optimize "$work/${loop}.emotrace" --device h200 --max-slowdown "${s%%m*}" --time-margin "$m" \
+    "$EMO" optimize "$work/${loop}.emotrace" --device "$device" --max-slowdown "${s%%m*}" --time-margin "$m" \
       --policy "$dest/${loop}_${s}_policy.json" >"$dest/${loop}_${s}_optimize.txt" 2>&1
   done
 done

@@ -1,4 +1,5 @@
-# The loops the emo run scripts (emulate.sh, switch_timing.sh) run, sourced by them. Needs
+# The loops the emo run scripts (emulate.sh, switch_timing.sh) run, and the device model to plan
+# with (device_model; overhead_concurrent.sh too), sourced by them. Needs
 # $here (bench/gpu), $PY and $work (a scratch folder).
 #   train     bench/gpu/train_loop.py as it ships (CPU-bound on the H200)
 #   bigtrain  train_loop.py at batch 48, sequence 512, d_model 1024, 8 layers: GPU-bound, about
@@ -6,6 +7,21 @@
 #   decode    bench/gpu/decode_loop.py
 #   streams   bench/gpu/streams_graph (three streams, event waits, a CUDA graph; 8 iterations per
 #             step asked for)
+
+# The device model (devices/*.json) for the GPU these scripts run on: $DEVICE when set, else from
+# the first GPU's name (nvidia-smi): H100 -> h100-sxm, H200 -> h200. `emo optimize` refuses a
+# trace from another GPU than its model describes, so a fixed h200 made no policy on an H100.
+device_model() {
+  if [[ -n "${DEVICE:-}" ]]; then echo "$DEVICE"; return; fi
+  local name
+  name="$(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -1)"
+  case "$name" in
+    *H100*) echo h100-sxm ;;
+    *A100*) echo a100-sxm ;;
+    *A40*) echo a40 ;;
+    *) echo h200 ;;
+  esac
+}
 
 # Builds what LOOPS needs (streams_graph with nvcc).
 prepare_loops() {  # loops

@@ -24,7 +24,8 @@
 # plain with --host-spin-us $SPIN_US (default 150): a host-side cost of known size, which
 # measures how much of one the design shows (SPIN_PCT=P instead sizes it to P % of the solo
 # run's median step); or run = `emo run --actuator dry-run` under
-# RUN_POLICY, made first from one `emo trace` and `emo optimize --device h200` when unset:
+# RUN_POLICY, made first from one `emo trace` and `emo optimize --device $DEVICE` when unset
+# (DEVICE: by default the GPU's model, bench/gpu/loops.sh device_model):
 # what following a plan costs the program),
 # TRAIN_ARGS="--steps 1500 --warmup 30", EMO_WARMUP=50 EMO_ITERS=20 (emo trace's window),
 # CORES_A / CORES_B (default: the first and second half of the cores this script may use),
@@ -112,9 +113,17 @@ if [[ " ${cycle[*]} " == *run* && -z "${RUN_POLICY:-}" ]]; then  # dry-run: a pl
   RUN_POLICY="$work/policy.json"
   taskset -c "$CORES_A" "$EMO" trace -o "$work/policy.emotrace" --warmup 30 --iterations 5 -- "${prog[@]}" \
     >"$work/policy.trace.out" 2>&1
-  "$EMO" optimize "$work/policy.emotrace" --device h200 --policy "$RUN_POLICY" >"$work/policy.optimize.out" 2>&1
-  say "policy $RUN_POLICY: rc $?"
-  cp "$RUN_POLICY" "$dest/policy.json" 2>/dev/null
+  # shellcheck source=loops.sh
+  source "$here/loops.sh"
+  device="$(device_model)"
+  "$EMO" optimize "$work/policy.emotrace" --device "$device" --policy "$RUN_POLICY" >"$work/policy.optimize.out" 2>&1
+  rc=$?
+  say "policy $RUN_POLICY (device model $device): rc $rc"
+  if [[ $rc != 0 || ! -s "$RUN_POLICY" ]]; then  # every run round would fail: say why and stop
+    say "no policy to run: $(tail -q -n 3 "$work/policy.trace.out" "$work/policy.optimize.out" | tr '\n' ' ')"
+    exit 1
+  fi
+  cp "$RUN_POLICY" "$dest/policy.json"
 fi
 if [[ "$SOLO" == 1 ]]; then
   run_one plain "$CORES_A" solo "${GPU_A:-}"

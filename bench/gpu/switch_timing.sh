@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # When does each clock switch of `emo run` take effect, against the GPU start of the pack it is
-# for? For each loop: `emo trace`, `emo optimize --device h200 --policy`, then `emo run
+# for? For each loop: `emo trace`, `emo optimize --device $(device_model) --policy`, then `emo run
 # --actuator dry-run --guard 0 --trace F --warmup 40 --iterations 8`: the report's switch_timing
 # sets every pack switch applied inside the traced window against the GPU start of its pack's
 # first op in that trace (both on CUPTI's clock). Never changes a clock (dry-run: the switch
@@ -36,7 +36,7 @@ for loop in $LOOPS; do
   read -ra cmd <<<"$(loop_command "$loop" 200)"
   "$EMO" trace -o "$dest/${loop}.emotrace" --warmup 40 --iterations 4 --json "$dest/${loop}_trace.json" \
     -- "${cmd[@]}" >"$work/${loop}_trace.out" 2>&1
-  "$EMO" optimize "$dest/${loop}.emotrace" --device h200 --max-slowdown "$SLOWDOWN" --policy "$dest/${loop}_policy.json" >"$dest/${loop}_optimize.txt" 2>&1
+  "$EMO" optimize "$dest/${loop}.emotrace" --device "$(device_model)" --max-slowdown "$SLOWDOWN" --policy "$dest/${loop}_policy.json" >"$dest/${loop}_optimize.txt" 2>&1
   for on in $SWITCH_ON; do
     run="${loop}_${on}"
     "$EMO" run --policy "$dest/${loop}_policy.json" --actuator "$ACTUATOR" --guard "$GUARD" --switch-on "$on" \
