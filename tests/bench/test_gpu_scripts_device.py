@@ -33,6 +33,7 @@ esac
 
 def run_concurrent(tmp_path, emo, env_extra):
     env = dict(os.environ, EMO=str(emo), OUT=str(tmp_path / "out"), CYCLE="run:plain", ROUNDS="1", SOLO="0",
+               CORES_A="0", CORES_B="0",  # any machine, one core or many
                PATH="/usr/bin:/bin", **env_extra)
     return subprocess.run(["bash", os.path.join(GPU, "overhead_concurrent.sh")], env=env, capture_output=True,
                           text=True, timeout=60)
