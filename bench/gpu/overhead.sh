@@ -28,7 +28,7 @@
 #   WORKLOADS="train decode streams"   MODES="plain emo torchprof"  (also: monitor = `emo monitor`,
 #                      emo_noanchor = `emo trace` with EMO_TRACE_ANCHOR=0: launch callbacks to the end,
 #                      run = `emo run --actuator dry-run` under a policy made before the rounds from one
-#                      `emo trace` of the workload and `emo optimize --device h200`; run1 = the same
+#                      `emo trace` of the workload and `emo optimize` (the GPU's model); run1 = the same
 #                      with that policy's packs all set to its first pack's clock: a plan of one clock,
 #                      which `emo run` follows by the loop's anchor call with the launch callbacks off;
 #                      run1_noanchor = run1 with EMO_TRACE_ANCHOR=0: every launch followed)
@@ -102,14 +102,18 @@ prog() {
   esac
 }
 
-# policies for mode run: one `emo trace` and `emo optimize` per workload (dry-run never changes clocks)
+# policies for mode run: one `emo trace` and `emo optimize` per workload (dry-run never changes
+# clocks), with the GPU's device model (loops.sh device_model)
 make_policies() {
-  local wl
+  local wl device
+  # shellcheck source=loops.sh
+  source "$here/loops.sh"
+  device="$(device_model)"
   for wl in $WORKLOADS; do
     prog "$wl" || continue
     timeout "$RUN_TIMEOUT" "$EMO" trace -o "$WORK/policy_$wl.emotrace" --warmup 30 --iterations 5 -- "${cmd[@]}" \
       >"$WORK/policy_$wl.trace.out" 2>&1
-    timeout 120 "$EMO" optimize "$WORK/policy_$wl.emotrace" --device h200 --policy "$WORK/policy_$wl.json" \
+    timeout 120 "$EMO" optimize "$WORK/policy_$wl.emotrace" --device "$device" --policy "$WORK/policy_$wl.json" \
       --json "$WORK/policy_$wl.optimize.json" >"$WORK/policy_$wl.optimize.out" 2>&1
     say "policy for $wl: rc $? ($(grep -c first_call "$WORK/policy_$wl.json" 2>/dev/null || echo 0) packs)"
     "$SPY" - "$WORK/policy_$wl.json" "$WORK/policy_${wl}_one.json" <<'PYEOF' 2>&1 | tee -a "$log" >&2

@@ -3,7 +3,8 @@
 # trigger following every launch) against the plain program and `emo monitor` (anchored, launch
 # callbacks off once the loop is found), on bench/gpu/launch_cost.py (200 tiny adds per
 # synchronized block: launch-bound). Interleaved rounds, the order rotated each round; the
-# policy comes from one `emo trace` of the same program and `emo optimize --device h200`.
+# policy comes from one `emo trace` of the same program and `emo optimize` with the GPU's device
+# model (loops.sh device_model).
 # Never changes a clock (dry-run).
 #
 #   EMO=build/device/bin/emo OUT=o [ROUNDS=5] bash bench/gpu/run_cost.sh
@@ -19,7 +20,10 @@ work="$(mktemp -d /tmp/emo_run_cost.XXXXXX)"
 mkdir -p "$dest"
 prog=("$PY" "$here/launch_cost.py" --launches 200 --blocks 300)
 "$EMO" trace -o "$work/lc.emotrace" --warmup 30 --iterations 5 -- "${prog[@]}" >"$work/trace.out" 2>&1
-"$EMO" optimize "$work/lc.emotrace" --device h200 --policy "$work/policy.json" >"$work/optimize.out" 2>&1
+# shellcheck source=loops.sh
+source "$here/loops.sh"
+"$EMO" optimize "$work/lc.emotrace" --device "$(device_model)" --policy "$work/policy.json" >"$work/optimize.out" 2>&1 ||
+  { echo "run_cost: no policy: $(tail -n 3 "$work/optimize.out")" >&2; exit 1; }
 modes=(plain monitor run)
 for ((r = 1; r <= ROUNDS; r++)); do
   for ((k = 0; k < 3; k++)); do
