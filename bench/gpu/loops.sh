@@ -1,6 +1,7 @@
-# The loops the emo run scripts (emulate.sh, switch_timing.sh) run, and the device model to plan
-# with (device_model; overhead_concurrent.sh too), sourced by them. Needs
-# $here (bench/gpu), $PY and $work (a scratch folder).
+# The loops the emo run scripts (emulate.sh, switch_timing.sh) run, and the device model every
+# script that makes a policy plans with (device_model: those two, overhead.sh,
+# overhead_concurrent.sh, run_cost.sh), sourced by them. The loops need $here (bench/gpu), $PY
+# and $work (a scratch folder).
 #   train     bench/gpu/train_loop.py as it ships (CPU-bound on the H200)
 #   bigtrain  train_loop.py at batch 48, sequence 512, d_model 1024, 8 layers: GPU-bound, about
 #             48 ms per step, a plan that can hold several clocks (half the steps asked for)

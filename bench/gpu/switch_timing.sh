@@ -32,11 +32,12 @@ mkdir -p "$dest"
 # shellcheck source=loops.sh
 source "$here/loops.sh"
 prepare_loops "$LOOPS" || exit 1
+device="$(device_model)"
 for loop in $LOOPS; do
   read -ra cmd <<<"$(loop_command "$loop" 200)"
   "$EMO" trace -o "$dest/${loop}.emotrace" --warmup 40 --iterations 4 --json "$dest/${loop}_trace.json" \
     -- "${cmd[@]}" >"$work/${loop}_trace.out" 2>&1
-  "$EMO" optimize "$dest/${loop}.emotrace" --device "$(device_model)" --max-slowdown "$SLOWDOWN" --policy "$dest/${loop}_policy.json" >"$dest/${loop}_optimize.txt" 2>&1
+  "$EMO" optimize "$dest/${loop}.emotrace" --device "$device" --max-slowdown "$SLOWDOWN" --policy "$dest/${loop}_policy.json" >"$dest/${loop}_optimize.txt" 2>&1
   for on in $SWITCH_ON; do
     run="${loop}_${on}"
     "$EMO" run --policy "$dest/${loop}_policy.json" --actuator "$ACTUATOR" --guard "$GUARD" --switch-on "$on" \
