@@ -19,9 +19,10 @@ of the fit), for each coverage form and ramp:
 Kernel names are classified by `emo model classify` (the share kinds of devices/h200.json).
   python3 bench/research/power_form_limits.py build/ci/tools/emo/emo ../shared [--show RAMP]
 """
-import collections, gzip, json, math, os, subprocess, sys
+import collections, json, math, os, sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import h200_loops  # noqa: E402
 from lsq import solve  # noqa: E402
 
 here = os.path.dirname(os.path.abspath(__file__))
@@ -33,43 +34,7 @@ show = float(sys.argv[sys.argv.index("--show") + 1]) if "--show" in sys.argv els
 dev = json.load(open(f"{repo}/devices/h200.json"))
 IDLE, CAP, SM = dev["idle_power_w"]["value"], dev["cap_power_w"]["value"], 132
 COMM_W = 60.0  # NCCL kernels above idle (too few to fit; a quarter of a streaming kernel's)
-
-# (set, loop, trace, measured step s, measured J per iteration)
-samples = []
-kp = json.load(open(f"{repo}/data/h200_kernels/measured.json"))
-for n, c in sorted(kp["configs"].items()):
-    samples.append(("kernels", n, f"{repo}/data/h200_kernels/{n}.json.gz", c["iter_s"], c["energy_per_iter_j"]))
-for d in ["h200_heldout", "h200_heldout2", "h200_heldout3"]:
-    truth = json.load(open(f"{repo}/data/{d}/truth.json"))
-    for w, v in truth.items():
-        if not isinstance(v, dict) or "traces" not in v:
-            continue
-        for cfg, t in sorted(v["traces"].items()):
-            samples.append((d, f"{w}_{cfg}", f"{repo}/data/{d}/{w}_{cfg}.json.gz",
-                            t["energy_per_iter_j"] / t["avg_power_w"], t["energy_per_iter_j"]))
-m = json.load(open(f"{shared}/traces/h200/measured.json"))
-for n, t in list(m["workloads"].items()) + list(m.get("multi_gpu", {}).items()):
-    samples.append(("shared", n, f"{shared}/traces/h200/{n}.json.gz", t["energy_per_iter_j"] / t["avg_power_w"],
-                    t["energy_per_iter_j"]))
-
-loops, names = [], set()
-for s in samples:
-    ev = json.load(gzip.open(s[2]))["traceEvents"]
-    steps = sum(1 for e in ev if e.get("cat") == "user_annotation" and str(e.get("name", "")).startswith("ProfilerStep"))
-    ops = []
-    for e in ev:
-        if e.get("cat") not in ("kernel", "gpu_memcpy", "gpu_memset") or e.get("dur", 0) <= 0:
-            continue
-        g = e.get("args", {}).get("grid") or [0, 0, 0]
-        ops.append({"name": e["name"], "cat": e["cat"], "ts": e["ts"], "dur": e["dur"],
-                    "blocks": g[0] * g[1] * g[2], "stream": e.get("args", {}).get("stream")})
-        if e["cat"] == "kernel":
-            names.add(e["name"])
-    loops.append({"set": s[0], "name": s[1], "step": s[3], "J": s[4], "steps": max(1, steps), "ops": ops,
-                  "multi": len({o["stream"] for o in ops}) > 1})
-out = subprocess.run([emo, "model", "classify", "--json", "-", "-"], input="\n".join(sorted(names)),
-                     capture_output=True, text=True, check=True).stdout
-kinds = {k["name"]: k for k in json.loads(out)["kernels"]}
+loops, kinds = h200_loops.load(repo, shared, emo)
 
 
 def group4(op):

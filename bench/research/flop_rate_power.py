@@ -1,0 +1,269 @@
+#!/usr/bin/env python3
+"""Does a kernel's work per µs explain its power on the H200? (issue Order 8's missing input)
+
+The per-kernel form of power_form_limits.py (class power x SMs covered x d / (d + ramp)) cannot
+tell a 5.7 µs bmm of 64³ matrices (47 TFLOP/s, 156 W above idle) from a 5.4 µs 1024³ GEMM
+(401 TFLOP/s, 487 W): same class, grid cover and length. Here each matrix-multiply kernel whose
+work is known gets the share of its dtype's peak it reaches, u = FLOPs / (d x peak), and draws
+    A0 x w + A1 x w x u^gamma     above idle (w: the candidate's coverage and ramp weight,
+                                  "weighted", or 1),
+with one (A0, A1) for every such kernel ("one curve") or one for the tensor-core kernels and one
+for those on the CUDA cores (fp32 peak; "two curves"); every other op draws the class powers of
+power_form_limits.py (tensor-core, CUDA-core GEMM, memory and other). FLOPs come from the CPU op
+that launched the kernel (External id) where the trace has `record_shapes` (mm, addmm, bmm,
+baddbmm, convolutions forward and backward, attention forward and backward), and from the
+config's name on the kernel sweep; spread over the op's matrix-multiply kernels by duration.
+Peaks: the H200 SXM's dense figures (bf16/fp16 989.4, tf32 494.7, fp32 66.9 TFLOP/s; NVIDIA's
+data sheet), tf32 where the kernel's name says so, fp32 for float inputs otherwise.
+
+Fitted by linear least squares on relative error (loops at the cap left out): first the class
+powers without the work term, then A0, A1 with the class powers kept, so a loop whose work is
+unknown is predicted as without the term. Fit set: the sweep and ../shared/traces/h200 (both
+carry the work); scored on the held-out sets, which the fit never reads: their `_shapes` traces
+carry the work, their `_light` traces and h200_heldout3 do not. Raw traces as in
+power_form_limits.py: no replay, overlapping ops not bounded.
+  python3 bench/research/flop_rate_power.py build/ci/tools/emo/emo ../shared [--show]
+"""
+import json, math, os, re, sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import h200_loops  # noqa: E402
+from lsq import solve  # noqa: E402
+
+here = os.path.dirname(os.path.abspath(__file__))
+repo = os.path.dirname(os.path.dirname(here))
+args = [a for a in sys.argv[1:] if not a.startswith("--")]
+emo = args[0] if args else f"{repo}/build/ci/tools/emo/emo"
+shared = args[1] if len(args) > 1 else f"{repo}/../shared"
+dev = json.load(open(f"{repo}/devices/h200.json"))
+IDLE, CAP, SM = dev["idle_power_w"]["value"], dev["cap_power_w"]["value"], 132
+COMM_W = 60.0  # as power_form_limits.py
+PEAK = {"bf16": 989.4e12, "tf32": 494.7e12, "fp32": 66.9e12}
+loops, kinds = h200_loops.load(repo, shared, emo)
+
+
+def prod(xs):
+    p = 1
+    for x in xs:
+        p *= x
+    return p
+
+
+def scalars(s):
+    return [int(x) for x in re.findall(r"-?\d+", s or "")]
+
+
+def conv_flops(inp, weight, stride, padding, dilation, groups):
+    n, _, *spatial = inp
+    o, cg, *kernel = weight
+    out = [(h + 2 * p - d * (k - 1) - 1) // s + 1
+           for h, k, s, p, d in zip(spatial, kernel, stride or [1] * 3, padding or [0] * 3, dilation or [1] * 3)]
+    return 2 * n * o * prod(out) * cg * prod(kernel)
+
+
+def op_flops(op):
+    """FLOPs of one CPU op from its shapes, or None."""
+    n, d, c = op["name"], op["dims"], op["concrete"]
+    try:
+        if n == "aten::mm":
+            (m, k), (_, nn) = d[0], d[1]
+            return 2 * m * k * nn
+        if n in ("aten::addmm", "aten::_addmm_activation"):
+            (m, k), (_, nn) = d[1], d[2]
+            return 2 * m * k * nn
+        if n == "aten::bmm":
+            (b, m, k), (_, _, nn) = d[0], d[1]
+            return 2 * b * m * k * nn
+        if n == "aten::baddbmm":
+            (b, m, k), (_, _, nn) = d[1], d[2]
+            return 2 * b * m * k * nn
+        if n == "aten::cudnn_convolution":  # (input, weight, padding, stride, dilation, groups, ...)
+            return conv_flops(d[0], d[1], scalars(c[3]), scalars(c[2]), scalars(c[4]), scalars(c[5])[0])
+        if n == "aten::convolution_backward":  # (grad_out, input, weight, bias_sizes, stride, padding,
+            # dilation, transposed, output_padding, groups, output_mask)
+            f = conv_flops(d[1], d[2], scalars(c[4]), scalars(c[5]), scalars(c[6]), scalars(c[9])[0])
+            mask = re.findall(r"True|False", c[10])
+            return f * max(1, sum(m == "True" for m in mask[:2]))
+        if "attention" in n:
+            four = [x for x in d if isinstance(x, list) and len(x) == 4]
+            if len(four) < 2:
+                return None
+            back = "backward" in n
+            q, k = (four[1], four[2]) if back and len(four) >= 3 else (four[0], four[1])
+            b, h, sq, dh = q
+            f = 4 * b * h * sq * k[2] * dh
+            return 2.5 * f if back else f
+    except (ValueError, IndexError, TypeError):
+        return None
+    return None
+
+
+def sweep_flops(config):
+    g = re.match(r"gemm_\w+?_(\d+)x(\d+)x(\d+)$", config)
+    if g:
+        m, k, nn = map(int, g.groups())
+        return 2 * m * k * nn
+    g = re.match(r"gemm_\w+?_(\d+)$", config)
+    if g:
+        return 2 * int(g.group(1)) ** 3
+    g = re.match(r"bmm_\w+?_(\d+)x(\d+)$", config)
+    if g:
+        b, s = map(int, g.groups())
+        return 2 * b * s ** 3
+    return None
+
+
+def is_matmul(op):
+    k = kinds.get(op["name"])
+    return op["cat"] == "kernel" and k is not None and (
+        k["share_kind"] in ("gemm", "conv", "attention", "cuda_core_gemm"))
+
+
+def peak(op, cpu):
+    n = op["name"].lower()
+    if "tf32" in n:
+        return PEAK["tf32"]
+    types = " ".join(cpu["types"]) if cpu else ""
+    if "float" in types and "BFloat16" not in types and "Half" not in types:
+        return PEAK["fp32"]
+    if cpu is None and ("fp32" in n or "sgemm" in n or "f32f32_f32f32_f32" in n):
+        return PEAK["fp32"]
+    return PEAK["bf16"]
+
+
+def annotate(loop):
+    """Each matrix-multiply op's share of its dtype's peak, where its work is known."""
+    by_ext = {}
+    for op in loop["ops"]:
+        op["u"] = None
+        if is_matmul(op):
+            by_ext.setdefault(op["ext"], []).append(op)
+    cfg = loop["config"] and sweep_flops(loop["config"])
+    for ext, group in by_ext.items():
+        cpu = loop["cpu"].get(ext)
+        f = op_flops(cpu) if cpu else cfg
+        if not f:
+            continue
+        total = sum(o["dur"] for o in group)
+        for o in group:
+            p = PEAK["fp32"] if cpu is None and loop["config"].startswith("gemm_fp32") else peak(o, cpu)
+            o["u"] = min(1.0, f * (o["dur"] / total) / (o["dur"] * 1e-6 * p))
+            o["simt"] = p == PEAK["fp32"]
+
+
+for l in loops:
+    annotate(l)
+
+
+def group(op):
+    if op["cat"] == "gpu_memset":
+        return "memset"
+    if op["cat"] != "kernel":
+        return "mem"
+    k = kinds[op["name"]]
+    if k["class"] == "communication":
+        return "comm"
+    if k["share_kind"] == "memset":
+        return "memset"
+    if k["share_kind"] == "cuda_core_gemm":
+        return "cc"
+    return {"compute": "tc", "memory": "mem"}.get(k["class"], "mem")
+
+
+FIXED = {"comm": COMM_W, "memset": 0.0}
+
+
+def weight(op, ramp):
+    w = op["dur"] / (op["dur"] + ramp) if ramp > 0 else 1.0
+    b = op["blocks"]
+    return w * min(1.0, b / SM) if op["cat"] == "kernel" and b else w
+
+
+def sums(loop, ramp, gamma, use_work, work_weight):
+    """Seconds above idle at full power per iteration, per power group (overlaps not bounded)."""
+    s = dict.fromkeys(["tc", "cc", "mem", "F0", "F1", "S0", "S1", "comm", "memset"], 0.0)
+    for op in loop["ops"]:
+        w = weight(op, ramp)
+        t = op["dur"] * 1e-6 / loop["steps"]
+        if use_work and op.get("u") is not None:
+            ww = w if work_weight else 1.0
+            a, b = ("S0", "S1") if SPLIT and op["simt"] else ("F0", "F1")
+            s[a] += ww * t
+            s[b] += ww * t * op["u"] ** gamma
+        else:
+            s[group(op)] += w * t
+    return s
+
+
+def predict(loop, s, powers):
+    e = IDLE * loop["step"] + sum(powers.get(g, FIXED.get(g, 0.0)) * v for g, v in s.items())
+    return min(e, CAP * loop["step"])
+
+
+FIT = {"kernels", "shared"}
+SPLIT = False  # set per row: the CUDA-core (fp32 peak) kernels on a curve of their own
+
+
+def fit(ramp, gamma, use_work, work_weight):
+    """The class powers fitted without the work term; with it, A0 and A1 fitted next, the class
+    powers kept (a loop whose work is unknown is predicted as without the term)."""
+    base = ["tc", "cc", "mem"]
+    powers = {}
+    for groups, work in ((base, False), (["F0", "F1"] + (["S0", "S1"] if SPLIT else []), True)):
+        if work and not use_work:
+            break
+        ss = {id(l): sums(l, ramp, gamma, work, work_weight) for l in loops}
+        rows, b = [], []
+        for l in loops:
+            s = ss[id(l)]
+            if l["set"] not in FIT or l["J"] >= 0.97 * CAP * l["step"]:
+                continue
+            known = sum(powers.get(g, FIXED.get(g, 0.0)) * s[g] for g in s if g not in groups)
+            rows.append([s[g] / l["J"] for g in groups])
+            b.append((l["J"] - IDLE * l["step"] - known) / l["J"])
+        powers.update(zip(groups, solve(rows, b, ridge=1e-12)))
+    return powers, {id(l): 100 * (predict(l, ss[id(l)], powers) / l["J"] - 1) for l in loops}
+
+
+def score(errors, pick):
+    e = [abs(errors[id(l)]) for l in loops if pick(l)]
+    if not e:
+        return "—"
+    return f"{sum(x <= 10 for x in e)} of {len(e)}, rms {math.sqrt(sum(x * x for x in e) / len(e)):.1f} %, max {max(e):.1f} %"
+
+
+fit_set = lambda l: l["set"] in FIT  # noqa: E731
+held_work = lambda l: l["set"] not in FIT and bool(l["cpu"])  # noqa: E731
+held_none = lambda l: l["set"] not in FIT and not l["cpu"]  # noqa: E731
+print(f"{len(loops)} loops. Matrix-multiply kernel time with known work, per set of loops that carry it:")
+for name, pick in (("fit set", fit_set), ("held out with shapes", held_work)):
+    ops = [o for l in loops if pick(l) for o in l["ops"] if is_matmul(o)]
+    t = sum(o["dur"] for o in ops)
+    known = sum(o["dur"] for o in ops if o.get("u") is not None)
+    print(f"- {name}: {100 * known / t:.0f} % of {t / 1e3:.0f} ms")
+print("\n| work term | ramp µs | gamma | fitted W above idle | fit set | held out with shapes | held out without |")
+print("|---|---:|---:|---|---|---|---|")
+best = None
+for ramp in (0, 4, 6, 8):
+    for split, work_weight in ((None, None), (False, False), (True, False), (True, True)):
+        for gamma in ((1.0,) if split is None else (0.5, 0.75, 1.0)):
+            SPLIT = bool(split)
+            p, e = fit(ramp, gamma, split is not None, bool(work_weight))
+            label = "none" if split is None else (("two curves" if split else "one curve") +
+                                                  (", weighted" if work_weight else ""))
+            print(f"| {label} | {ramp} | {'–' if split is None else gamma} | " +
+                  ", ".join(f"{g} {v:.0f}" for g, v in p.items()) +
+                  f" | {score(e, fit_set)} | {score(e, held_work)} | {score(e, held_none)} |", flush=True)
+            fit_rms = math.sqrt(sum(e[id(l)] ** 2 for l in loops if fit_set(l)) / sum(map(fit_set, loops)))
+            if split is not None and (best is None or fit_rms < best[0]):
+                best = (fit_rms, ramp, gamma, split, work_weight, e)
+if "--show" in sys.argv:
+    _, ramp, gamma, split, ww, e = best
+    SPLIT = False
+    _, e0 = fit(ramp, 1.0, False, True)
+    print(f"\nPer loop, the lowest rms on the fit set ({'two curves' if split else 'one curve'}"
+          f"{', weighted' if ww else ''}, ramp {ramp} µs, gamma {gamma}) against the same ramp without the work term:\n")
+    print("| set | loop | without | with the work term |")
+    print("|---|---|---:|---:|")
+    for l in loops:
+        print(f"| {l['set']} | {l['name']} | {e0[id(l)]:+.1f} % | {e[id(l)]:+.1f} % |")
