@@ -71,6 +71,10 @@ struct Args {
   std::array<int32_t, 3> grid, block;
   std::string_view collective_name, dtype, pg_name, pg_ranks, sync_kind, name;
   bool has_collective;
+  // record_shapes payload, read only for operators whose work OperatorWork knows (op_work.h).
+  bool work_op;
+  std::vector<std::vector<int64_t>> input_dims;
+  std::vector<std::string> concrete_inputs, input_types;
 
   void Reset() {
     device = in_device = stream = correlation = external_id = cbid = kAbsent;
@@ -80,6 +84,10 @@ struct Args {
     grid = block = {0, 0, 0};
     collective_name = dtype = pg_name = pg_ranks = sync_kind = name = {};
     has_collective = false;
+    work_op = false;
+    input_dims.clear();
+    concrete_inputs.clear();
+    input_types.clear();
   }
 };
 
@@ -123,6 +131,8 @@ class TraceBuilder {
   simdjson::error_code ParseEvent(od::object& obj);
   simdjson::error_code ParseArgs(od::value& v);
   static simdjson::error_code ReadTriple(od::value& v, std::array<int32_t, 3>* out);
+  static simdjson::error_code ReadDims(od::value& v, std::vector<std::vector<int64_t>>* out);
+  static simdjson::error_code ReadStrings(od::value& v, std::vector<std::string>* out);
 
   bool HasAllItNeeds() const;
   void Dispatch();

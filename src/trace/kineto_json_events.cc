@@ -211,6 +211,49 @@ simdjson::error_code TraceBuilder::ReadTriple(od::value& v, std::array<int32_t, 
   return simdjson::SUCCESS;
 }
 
+// "Input Dims": one array of sizes per input ([] for a scalar or absent input); an input that is
+// a list of tensors (nested arrays) gets no sizes.
+simdjson::error_code TraceBuilder::ReadDims(od::value& v, std::vector<std::vector<int64_t>>* out) {
+  if (v.raw_json_token().substr(0, 1) != "[") return simdjson::SUCCESS;
+  od::array arr;
+  if (auto e = v.get_array().get(arr)) return e;
+  for (auto element : arr) {
+    od::value input;
+    if (auto e = std::move(element).get(input)) return e;
+    std::vector<int64_t>& dims = out->emplace_back();
+    if (input.raw_json_token().substr(0, 1) != "[") continue;
+    od::array sizes;
+    if (auto e = input.get_array().get(sizes)) return e;
+    bool flat = true;
+    for (auto size : sizes) {
+      od::value item;
+      if (auto e = std::move(size).get(item)) return e;
+      int64_t x = 0;
+      if (flat && ParseIntToken(item.raw_json_token(), &x)) {
+        dims.push_back(x);
+      } else {
+        flat = false;  // a nested array, skipped by the iteration
+      }
+    }
+    if (!flat) dims.clear();
+  }
+  return simdjson::SUCCESS;
+}
+
+// An array of strings ("Concrete Inputs", "Input type"); "" for an element that is not one.
+simdjson::error_code TraceBuilder::ReadStrings(od::value& v, std::vector<std::string>* out) {
+  if (v.raw_json_token().substr(0, 1) != "[") return simdjson::SUCCESS;
+  od::array arr;
+  if (auto e = v.get_array().get(arr)) return e;
+  for (auto element : arr) {
+    od::value item;
+    if (auto e = std::move(element).get(item)) return e;
+    std::string_view text;
+    out->emplace_back(StringTokenContent(item.raw_json_token(), &text) ? text : std::string_view());
+  }
+  return simdjson::SUCCESS;
+}
+
 simdjson::error_code TraceBuilder::ParseArgs(od::value& v) {
   if (v.raw_json_token().substr(0, 1) != "{") return simdjson::SUCCESS;
   od::object obj;
@@ -219,6 +262,9 @@ simdjson::error_code TraceBuilder::ParseArgs(od::value& v) {
   // seen skips the record_shapes payload (Input Dims, ...) with a cheap depth-count skip.
   const bool op_row = ev_.cat == Cat::kCpuOp || ev_.cat == Cat::kUserAnnotation;
   const bool api_row = ev_.cat == Cat::kRuntime || ev_.cat == Cat::kDriver;
+  // A matrix product's, convolution's or attention's shapes give its work (op_work.h); its name
+  // precedes args in Kineto's files (when it does not, the work is not read).
+  args_.work_op = ev_.cat == Cat::kCpuOp && ev_.has_name && HasOperatorWork(ev_.name);
   for (auto f : obj) {
     od::field field;
     if (auto e = std::move(f).get(field)) return e;
@@ -293,10 +339,18 @@ simdjson::error_code TraceBuilder::ParseArgs(od::value& v) {
         if (KeyIs(key, "Collective name")) {
           read_str(&args_.collective_name);
           args_.has_collective = true;
+        } else if (args_.work_op && KeyIs(key, "Concrete Inputs")) {
+          if (auto e = ReadStrings(val, &args_.concrete_inputs)) return e;
         }
         break;
       case 'I':
-        if (KeyIs(key, "In msg nelems")) read_int(&args_.in_nelems);
+        if (KeyIs(key, "In msg nelems")) {
+          read_int(&args_.in_nelems);
+        } else if (args_.work_op && KeyIs(key, "Input Dims")) {
+          if (auto e = ReadDims(val, &args_.input_dims)) return e;
+        } else if (args_.work_op && KeyIs(key, "Input type")) {
+          if (auto e = ReadStrings(val, &args_.input_types)) return e;
+        }
         break;
       case 'O':
         if (KeyIs(key, "Out msg nelems")) read_int(&args_.out_nelems);
@@ -335,7 +389,7 @@ simdjson::error_code TraceBuilder::ParseArgs(od::value& v) {
       default:
         break;
     }
-    if (op_row && args_.external_id != kAbsent) break;
+    if (op_row && args_.external_id != kAbsent && !args_.work_op) break;
     if (api_row && args_.external_id != kAbsent && args_.correlation != kAbsent &&
         args_.cbid != kAbsent) {
       break;
@@ -472,6 +526,10 @@ void TraceBuilder::AddCpu(CpuKind kind, TimeNs start, TimeNs end) {
   const bool api = kind == CpuKind::kRuntime || kind == CpuKind::kDriver;
   t.cbid.push_back(api && args_.cbid != kAbsent ? ClampToInt32(args_.cbid) : -1);
   if (kind == CpuKind::kRuntime && ev_.name.starts_with("hip")) trace_.meta.rocm = true;
+  if (args_.work_op && args_.external_id != kAbsent && !args_.input_dims.empty()) {
+    const OpWork w = OperatorWork(ev_.name, args_.input_dims, args_.concrete_inputs, args_.input_types);
+    if (w.flops > 0) trace_.op_work[args_.external_id] = w;
+  }
   max_start_ = std::max(max_start_, start);
 }
 

@@ -143,6 +143,30 @@ OpPrecision PrecisionOf(const std::vector<std::string>& types) {
 
 }  // namespace
 
+bool HasOperatorWork(std::string_view name) {
+  // Called for every cpu_op the reader reads: the prefix and first letter decide most at once.
+  constexpr std::string_view kAten = "aten::";
+  if (name.size() <= kAten.size() || !name.starts_with(kAten)) return false;
+  const std::string_view op = name.substr(kAten.size());
+  constexpr auto npos = std::string_view::npos;
+  switch (op[0]) {
+    case 'm':
+      return op == "mm";
+    case 'a':
+      return op == "addmm";
+    case 'b':
+      return op == "bmm" || op == "baddbmm";
+    case 'c':
+      return op == "cudnn_convolution" || op == "convolution" || op == "convolution_backward";
+    case '_':
+      return op == "_addmm_activation" || op == "_convolution" || op.find("attention") != npos;
+    case 's':
+      return op.find("attention") != npos;
+    default:
+      return false;
+  }
+}
+
 OpWork OperatorWork(std::string_view name, const std::vector<std::vector<int64_t>>& dims,
                     const std::vector<std::string>& concrete, const std::vector<std::string>& types) {
   OpWork w;

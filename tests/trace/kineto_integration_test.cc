@@ -12,6 +12,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <map>
 #include <ostream>
 #include <set>
 #include <string>
@@ -232,6 +233,39 @@ TEST(KinetoSharedTracesTest, IntegerMicrosecondsAndOwnH200Trace) {
   const Trace& t = *gpt;
   // The lone cuda_sync of this trace.
   ASSERT_EQ(t.syncs.size(), 1u);
+}
+
+TEST(KinetoSharedTracesTest, RecordShapesGiveMatrixWorkTheH200CanDo) {
+  // The work OperatorWork derives from each operator's shapes, over the time of the kernels that
+  // carry its External id, is a rate the H200 can reach (dense bf16 peak 989.4 TFLOP/s, NVIDIA's
+  // data sheet) and, on these transformer loops, most of it (their large GEMMs run at
+  // 700-840 TFLOP/s: bench/research/flop_rate_power.py). A misread shape shows as a rate far off.
+  // The same loops without record_shapes carry no work.
+  EMO_REQUIRE_SHARED();
+  for (const char* name : {"h200/gpt_train.json.gz", "h200/ddp_gpt_rank0.json.gz", "h200/pp_gpt_rank1.json.gz",
+                           "h200/overhead/gpt_train_sync_shapes.json.gz"}) {
+    SCOPED_TRACE(name);
+    auto r = ReadTrace(TracePath(name));
+    ASSERT_TRUE(r.ok()) << r.status().ToString();
+    ASSERT_GT(r->op_work.size(), 100u);
+    std::map<int64_t, double> kernel_s;
+    for (size_t i = 0; i < r->gpu.size(); ++i) {
+      if (r->gpu.kind[i] == GpuKind::kKernel && r->op_work.contains(r->gpu.external_id[i])) {
+        kernel_s[r->gpu.external_id[i]] += static_cast<double>(r->gpu.end[i] - r->gpu.start[i]) * 1e-9;
+      }
+    }
+    ASSERT_GT(kernel_s.size(), 100u);
+    double fastest = 0;
+    for (const auto& [id, s] : kernel_s) {
+      const double rate = r->op_work.at(id).flops / s;
+      EXPECT_LE(rate, 989.4e12) << "External id " << id;
+      fastest = std::max(fastest, rate);
+    }
+    EXPECT_GT(fastest, 600e12);
+  }
+  auto light = ReadTrace(TracePath("h200/overhead/gpt_train_sync_light.json.gz"));
+  ASSERT_TRUE(light.ok()) << light.status().ToString();
+  EXPECT_TRUE(light->op_work.empty());
 }
 
 TEST(KinetoSharedTracesTest, NewestKinetoMetadataAndCollectives) {

@@ -180,6 +180,53 @@ TEST(KinetoReaderTest, MiniTraceTablesAndMeta) {
   EXPECT_EQ(d.Count(Diag::kGpuOpMissingCorrelation), 0u);
 }
 
+TEST(KinetoReaderTest, RecordShapesGiveTheWorkOfMatrixProductsByExternalId) {
+  // Args as PyTorch 2.11 writes them with record_shapes; the addmm's work is kept under its
+  // External id (its kernel carries the same id), an add's shapes are not read.
+  auto r = ReadJson(R"js({"traceEvents": [
+    {"ph":"X","cat":"cpu_op","name":"aten::addmm","pid":1,"tid":1,"ts":10,"dur":5,
+     "args":{"External id":18,"Record function id":0,"Concrete Inputs":["","","","1","1"],
+       "Input type":["c10::BFloat16","c10::BFloat16","c10::BFloat16","Scalar","Scalar"],
+       "Input Strides":[[1],[1024,1],[1,1024],[],[]],
+       "Input Dims":[[3072],[4096,1024],[1024,3072],[],[]],"Ev Idx":17}},
+    {"ph":"X","cat":"cpu_op","name":"aten::cudnn_convolution","pid":1,"tid":1,"ts":20,"dur":5,
+     "args":{"External id":6,"Concrete Inputs":["","","[3, 3]","[2, 2]","[1, 1]","1","False","False","True"],
+       "Input type":["float","float","ScalarList"],"Input Dims":[[32,3,128,128],[64,3,7,7],[]]}},
+    {"ph":"X","cat":"cpu_op","name":"aten::cat","pid":1,"tid":1,"ts":30,"dur":5,
+     "args":{"External id":7,"Input Dims":[[[2,3],[2,3]],[]],"Input type":["TensorList","Scalar"]}},
+    {"ph":"X","cat":"cpu_op","name":"aten::bmm","pid":1,"tid":1,"ts":40,"dur":5,
+     "args":{"External id":8,"Input Dims":[[[2,3],[2,3]],[4,5,6]],"Input type":["float","float"]}},
+    {"ph":"X","cat":"cpu_op","name":"aten::add","pid":1,"tid":1,"ts":50,"dur":5,
+     "args":{"External id":9,"Input Dims":[[4,4],[4,4]],"Input type":["float","float"]}},
+    {"ph":"X","cat":"kernel","name":"nvjet_sm90_tst_256x128_64x4_1x2_h_bz_coopA_bias_TNT","pid":0,"tid":7,
+     "ts":12,"dur":3,"args":{"device":0,"stream":7,"correlation":1,"External id":18}}
+  ]})js");
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(r->cpu.size(), 5u);
+  ASSERT_EQ(r->op_work.size(), 2u);  // the addmm and the convolution; cat, the nested bmm and add give none
+  ASSERT_TRUE(r->op_work.contains(18));
+  EXPECT_DOUBLE_EQ(r->op_work.at(18).flops, 2.0 * 4096 * 1024 * 3072);
+  EXPECT_EQ(r->op_work.at(18).precision, OpPrecision::k16Bit);
+  ASSERT_TRUE(r->op_work.contains(6));
+  EXPECT_DOUBLE_EQ(r->op_work.at(6).flops, 2.0 * 32 * 64 * 3 * (64 * 7) * (64 * 7));
+  EXPECT_EQ(r->op_work.at(6).precision, OpPrecision::kFp32);
+  ASSERT_EQ(r->gpu.size(), 1u);
+  EXPECT_EQ(r->gpu.external_id[0], 18);
+}
+
+TEST(KinetoReaderTest, ShapesBeforeTheExternalIdAndTracesWithoutShapes) {
+  // Key order is free: the shapes may come first. Without record_shapes there is no work.
+  auto r = ReadJson(OneEvent(R"js({"ph":"X","cat":"cpu_op","name":"aten::mm","pid":1,"tid":1,"ts":1,"dur":2,
+      "args":{"Input Dims":[[32,100],[100,512]],"Input type":["float","float"],"External id":3}})js"));
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  ASSERT_EQ(r->op_work.size(), 1u);
+  EXPECT_DOUBLE_EQ(r->op_work.at(3).flops, 2.0 * 32 * 100 * 512);
+  auto light = ReadJson(OneEvent(R"js({"ph":"X","cat":"cpu_op","name":"aten::mm","pid":1,"tid":1,"ts":1,"dur":2,
+      "args":{"External id":3,"Record function id":0}})js"));
+  ASSERT_TRUE(light.ok()) << light.status().ToString();
+  EXPECT_TRUE(light->op_work.empty());
+}
+
 TEST(KinetoReaderTest, IntegerMicroseconds) {
   auto r = ReadJson(OneEvent(R"js({"ph":"X","cat":"kernel","name":"k","pid":0,"tid":7,
       "ts":1694039968956739,"dur":5,"args":{"device":0,"stream":7,"correlation":1}})js"));

@@ -94,5 +94,18 @@ TEST(OperatorWorkTest, Attention) {
   EXPECT_EQ(OperatorWork("aten::_cudnn_attention_forward", Dims{{16, 16, 256, 64}}, {}, {}).flops, 0.0);
 }
 
+TEST(OperatorWorkTest, TheOperatorsWhoseShapesTheReaderReads) {
+  for (const char* name : {"aten::mm", "aten::addmm", "aten::_addmm_activation", "aten::bmm", "aten::baddbmm",
+                           "aten::cudnn_convolution", "aten::convolution", "aten::_convolution",
+                           "aten::convolution_backward", "aten::_cudnn_attention_forward",
+                           "aten::scaled_dot_product_attention", "aten::_scaled_dot_product_flash_attention_backward"}) {
+    EXPECT_TRUE(HasOperatorWork(name)) << name;
+  }
+  for (const char* name : {"aten::add", "aten::mm_", "aten::matmul", "aten::linear", "aten::copy_", "aten::_to_copy",
+                           "aten::", "mm", "flash_attn::attention", "aten::sum", "ProfilerStep#3"}) {
+    EXPECT_FALSE(HasOperatorWork(name)) << name;
+  }
+}
+
 }  // namespace
 }  // namespace emo::trace

@@ -3,6 +3,7 @@
 // kineto_piecewise_test.cc, fuzz/kineto_json_piecewise_fuzzer.cc).
 #pragma once
 
+#include <map>
 #include <string>
 
 #include "emo/trace/trace.h"
@@ -50,6 +51,9 @@ inline std::string Fingerprint(const Trace& t) {
     s += k.name + k.process_group + k.pg_ranks + k.dtype;
     add(k.group_size, k.seq, k.in_nelems, k.out_nelems, k.src_rank, k.dst_rank);
   }
+  // The operators' work, in External id order (the map has none).
+  std::map<int64_t, OpWork> work(t.op_work.begin(), t.op_work.end());
+  for (const auto& [id, w] : work) add(id, w.flops, static_cast<int>(w.precision));
   for (const auto& r : t.diagnostics.Rows()) s += std::string(r.name), add(r.count);
   return s;
 }

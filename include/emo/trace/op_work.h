@@ -3,8 +3,8 @@
 //
 // Research behind it: a kernel's power follows the work it does per µs, on one curve for the
 // tensor cores and one for the CUDA cores (bench/research/flop_rate_power.py, BENCHMARKS.md
-// Order 8 "A kernel's work per µs"). The reader does not call this yet; the pack model does not
-// use it yet (docs/model.md §6a).
+// Order 8 "A kernel's work per µs"). The Kineto reader keeps each such operator's work
+// (Trace::op_work); the pack model does not use it yet (docs/model.md §6a).
 #pragma once
 
 #include <cstdint>
@@ -26,15 +26,21 @@ struct OpWork {
   OpPrecision precision = OpPrecision::kUnknown;
 };
 
+// Whether OperatorWork knows the operator: the aten:: operators it lists (the reader reads the
+// shapes of these only).
+bool HasOperatorWork(std::string_view name);
+
 // The work of one operator call. `dims`: one entry per input, the tensor's sizes (empty for a
 // scalar or an absent input); `concrete`: the inputs' concrete values as the trace writes them
 // ("[2, 2]", "1", "False", "" for a tensor); `types`: the inputs' type names ("float",
 // "c10::BFloat16", ...). Known operators: aten::mm, addmm, _addmm_activation, bmm, baddbmm,
 // cudnn_convolution, convolution, _convolution (not transposed), convolution_backward (the input
-// and weight gradients its output mask asks for), and attention forward and backward (any
+// and weight gradients its output mask asks for), and attention forward and backward (an aten::
 // operator whose name holds "attention": 4·B·H·Sq·Sk·D forward, 2.5 times that backward; a causal
 // mask is not seen, so a causal attention's work is counted twice). Anything else, and shapes that
-// do not fit the operator, give flops 0.
+// do not fit the operator, give flops 0. An operator and the ones it calls each get their own
+// work (aten::convolution, _convolution, cudnn_convolution): a kernel carries the External id of
+// the innermost.
 OpWork OperatorWork(std::string_view name, const std::vector<std::vector<int64_t>>& dims,
                     const std::vector<std::string>& concrete, const std::vector<std::string>& types);
 

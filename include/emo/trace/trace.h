@@ -16,6 +16,7 @@
 #include "emo/base/diagnostics.h"
 #include "emo/base/ids.h"
 #include "emo/base/units.h"
+#include "emo/trace/op_work.h"
 
 namespace emo::trace {
 
@@ -301,6 +302,9 @@ struct Trace {
   CudaEventTable cuda_events;
   std::vector<GpuAnnotation> gpu_annotations;
   std::vector<CollectiveInfo> collectives;
+  // The arithmetic work of the CPU operators whose shapes the trace recorded (record_shapes;
+  // OperatorWork in op_work.h), by External id: the kernels an operator launched carry its id.
+  std::unordered_map<int64_t, OpWork> op_work;
   Diagnostics diagnostics;
 
   ThreadId InternThread(int64_t pid, int64_t tid);
