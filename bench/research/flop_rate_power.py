@@ -24,7 +24,7 @@ carry the work, their `_light` traces and h200_heldout3 do not. Raw traces as in
 power_form_limits.py: no replay, overlapping ops not bounded.
   python3 bench/research/flop_rate_power.py build/ci/tools/emo/emo ../shared [--show]
 """
-import json, math, os, re, sys
+import math, os, re, sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import h200_loops  # noqa: E402
@@ -35,9 +35,8 @@ repo = os.path.dirname(os.path.dirname(here))
 args = [a for a in sys.argv[1:] if not a.startswith("--")]
 emo = args[0] if args else f"{repo}/build/ci/tools/emo/emo"
 shared = args[1] if len(args) > 1 else f"{repo}/../shared"
-dev = json.load(open(f"{repo}/devices/h200.json"))
-IDLE, CAP, SM = dev["idle_power_w"]["value"], dev["cap_power_w"]["value"], 132
-COMM_W = 60.0  # as power_form_limits.py
+IDLE, CAP = h200_loops.device(repo)
+SM, FIXED = h200_loops.SM, h200_loops.FIXED
 PEAK = {"bf16": 989.4e12, "tf32": 494.7e12, "fp32": 66.9e12}
 loops, kinds = h200_loops.load(repo, shared, emo)
 
@@ -156,21 +155,7 @@ for l in loops:
 
 
 def group(op):
-    if op["cat"] == "gpu_memset":
-        return "memset"
-    if op["cat"] != "kernel":
-        return "mem"
-    k = kinds[op["name"]]
-    if k["class"] == "communication":
-        return "comm"
-    if k["share_kind"] == "memset":
-        return "memset"
-    if k["share_kind"] == "cuda_core_gemm":
-        return "cc"
-    return {"compute": "tc", "memory": "mem"}.get(k["class"], "mem")
-
-
-FIXED = {"comm": COMM_W, "memset": 0.0}
+    return h200_loops.power_group(op, kinds)
 
 
 def weight(op, ramp):

@@ -9,6 +9,32 @@ concrete; empty where the trace has no shapes) and config (the sweep's config na
 import gzip, json, os, subprocess
 
 SETS_HELD = ("h200_heldout", "h200_heldout2", "h200_heldout3")
+SM = 132  # the H200's streaming multiprocessors
+COMM_W = 60.0  # NCCL kernels above idle (too few to fit; a quarter of a streaming kernel's)
+FIXED = {"comm": COMM_W, "memset": 0.0}  # powers above idle the fits do not fit
+
+
+def device(repo):
+    """(idle W, cap W) of devices/h200.json."""
+    dev = json.load(open(f"{repo}/devices/h200.json"))
+    return dev["idle_power_w"]["value"], dev["cap_power_w"]["value"]
+
+
+def power_group(op, kinds):
+    """The research fits' power groups: tc (tensor-core compute), cc (CUDA-core GEMMs), mem (memory-
+    bound and other), comm (NCCL), memset (at idle)."""
+    if op["cat"] == "gpu_memset":
+        return "memset"
+    if op["cat"] != "kernel":
+        return "mem"
+    k = kinds[op["name"]]
+    if k["class"] == "communication":
+        return "comm"
+    if k["share_kind"] == "memset":
+        return "memset"
+    if k["share_kind"] == "cuda_core_gemm":
+        return "cc"
+    return {"compute": "tc", "memory": "mem"}.get(k["class"], "mem")  # other tied to memory
 
 
 def _samples(repo, shared):

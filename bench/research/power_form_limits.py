@@ -19,7 +19,7 @@ of the fit), for each coverage form and ramp:
 Kernel names are classified by `emo model classify` (the share kinds of devices/h200.json).
   python3 bench/research/power_form_limits.py build/ci/tools/emo/emo ../shared [--show RAMP]
 """
-import collections, json, math, os, sys
+import collections, math, os, sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import h200_loops  # noqa: E402
@@ -31,25 +31,13 @@ args = [a for a in sys.argv[1:] if not a.startswith("--")]
 emo = args[0] if args else f"{repo}/build/ci/tools/emo/emo"
 shared = args[1] if len(args) > 1 else f"{repo}/../shared"
 show = float(sys.argv[sys.argv.index("--show") + 1]) if "--show" in sys.argv else None
-dev = json.load(open(f"{repo}/devices/h200.json"))
-IDLE, CAP, SM = dev["idle_power_w"]["value"], dev["cap_power_w"]["value"], 132
-COMM_W = 60.0  # NCCL kernels above idle (too few to fit; a quarter of a streaming kernel's)
+IDLE, CAP = h200_loops.device(repo)
+SM, COMM_W, FIXED = h200_loops.SM, h200_loops.COMM_W, h200_loops.FIXED
 loops, kinds = h200_loops.load(repo, shared, emo)
 
 
 def group4(op):
-    if op["cat"] == "gpu_memset":
-        return "memset"
-    if op["cat"] != "kernel":
-        return "mem"
-    k = kinds[op["name"]]
-    if k["class"] == "communication":
-        return "comm"
-    if k["share_kind"] == "memset":
-        return "memset"
-    if k["share_kind"] == "cuda_core_gemm":
-        return "cc"
-    return {"compute": "tc", "memory": "mem"}.get(k["class"], "mem")  # other tied to memory
+    return h200_loops.power_group(op, kinds)
 
 
 def group7(op):
@@ -63,9 +51,6 @@ def group7(op):
     if sk in ("norm", "softmax", "reduction", "pooling"):
         return "reduce"
     return "mem" if k["class"] == "memory" else "other"
-
-
-FIXED = {"comm": COMM_W, "memset": 0.0}
 
 
 def weight(op, ramp, form):
