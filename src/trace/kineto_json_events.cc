@@ -259,7 +259,8 @@ simdjson::error_code TraceBuilder::ParseArgs(od::value& v) {
   od::object obj;
   if (auto e = v.get_object().get(obj)) return e;
   // CPU rows need one or three keys, which Kineto writes first; stopping once they are
-  // seen skips the record_shapes payload (Input Dims, ...) with a cheap depth-count skip.
+  // seen skips the record_shapes payload (Input Dims, ...) with a cheap depth-count skip,
+  // except for the operators whose work the payload gives (work_op below).
   const bool op_row = ev_.cat == Cat::kCpuOp || ev_.cat == Cat::kUserAnnotation;
   const bool api_row = ev_.cat == Cat::kRuntime || ev_.cat == Cat::kDriver;
   // A matrix product's, convolution's or attention's shapes give its work (op_work.h); its name
