@@ -22,6 +22,8 @@ unknown is predicted as without the term. Fit set: the sweep and ../shared/trace
 carry the work); scored on the held-out sets, which the fit never reads: their `_shapes` traces
 carry the work, their `_light` traces and h200_heldout3 do not. Raw traces as in
 power_form_limits.py: no replay, overlapping ops not bounded.
+Leave-one-out within the fit set (--show): each group of fit loops (a ../shared workload, its
+ranks together; a kind of the sweep) fitted without it and scored, at the fit set's best row.
   python3 bench/research/flop_rate_power.py build/ci/tools/emo/emo ../shared [--show]
 """
 import math, os, re, sys
@@ -189,9 +191,10 @@ FIT = {"kernels", "shared"}
 SPLIT = False  # set per row: the CUDA-core (fp32 peak) kernels on a curve of their own
 
 
-def fit(ramp, gamma, use_work, work_weight):
+def fit(ramp, gamma, use_work, work_weight, leave_out=lambda l: False):
     """The class powers fitted without the work term; with it, A0 and A1 fitted next, the class
-    powers kept (a loop whose work is unknown is predicted as without the term)."""
+    powers kept (a loop whose work is unknown is predicted as without the term). Loops for which
+    leave_out is true are not fitted on."""
     base = ["tc", "cc", "mem"]
     powers = {}
     for groups, work in ((base, False), (["F0", "F1"] + (["S0", "S1"] if SPLIT else []), True)):
@@ -201,7 +204,7 @@ def fit(ramp, gamma, use_work, work_weight):
         rows, b = [], []
         for l in loops:
             s = ss[id(l)]
-            if l["set"] not in FIT or l["J"] >= 0.97 * CAP * l["step"]:
+            if l["set"] not in FIT or l["J"] >= 0.97 * CAP * l["step"] or leave_out(l):
                 continue
             known = sum(powers.get(g, FIXED.get(g, 0.0)) * s[g] for g in s if g not in groups)
             rows.append([s[g] / l["J"] for g in groups])
@@ -252,3 +255,22 @@ if "--show" in sys.argv:
     print("|---|---|---:|---:|")
     for l in loops:
         print(f"| {l['set']} | {l['name']} | {e0[id(l)]:+.1f} % | {e[id(l)]:+.1f} % |")
+
+    def fold(l):
+        """A fit loop's leave-one-out group: a ../shared workload (ranks together) or a sweep kind."""
+        if l["set"] == "shared":
+            return l["name"].split("_rank")[0]
+        return re.sub(r"_\d.*$", "", l["name"])  # gemm_bf16, gemm_fp32, copy, bmm_bf16, ...
+
+    print("\nLeave one group of the fit set out (same row; the group's loops fitted without them):\n")
+    print("| group left out | loops | without the work term | with it |")
+    print("|---|---|---|---|")
+    for f in sorted({fold(l) for l in loops if fit_set(l)}):
+        out = lambda l, f=f: fit_set(l) and fold(l) == f  # noqa: E731
+        SPLIT = False
+        _, w0 = fit(ramp, 1.0, False, True, out)
+        SPLIT = split
+        _, w1 = fit(ramp, gamma, True, ww, out)
+        mine = [l for l in loops if out(l)]
+        print(f"| {f} | {len(mine)} | " + ", ".join(f"{w0[id(l)]:+.1f}" for l in mine) + " % | " +
+              ", ".join(f"{w1[id(l)]:+.1f}" for l in mine) + " % |")
