@@ -52,6 +52,21 @@ inline bool KeyIs(const char* raw, const char (&literal)[N]) {
   return std::memcmp(raw, literal, N - 1) == 0 && raw[N - 1] == '"';
 }
 
+// Calls f(od::value&) -> simdjson::error_code on each element of `v` when it is an array (nothing
+// when it is not), stopping at the first error. An element f leaves unread is skipped.
+template <typename F>
+inline simdjson::error_code ForEachArrayItem(od::value& v, F&& f) {
+  if (v.raw_json_token().substr(0, 1) != "[") return simdjson::SUCCESS;
+  od::array arr;
+  if (auto e = v.get_array().get(arr)) return e;
+  for (auto element : arr) {
+    od::value item;
+    if (auto e = std::move(element).get(item)) return e;
+    if (auto e = f(item)) return e;
+  }
+  return simdjson::SUCCESS;
+}
+
 // a + b, clamped to the int64 range instead of overflowing.
 inline int64_t SaturatingAdd(int64_t a, int64_t b) {
   int64_t r = 0;

@@ -197,61 +197,42 @@ bool TraceBuilder::HasAllItNeeds() const {
 }
 
 simdjson::error_code TraceBuilder::ReadTriple(od::value& v, std::array<int32_t, 3>* out) {
-  if (v.raw_json_token().substr(0, 1) != "[") return simdjson::SUCCESS;
-  od::array arr;
-  if (auto e = v.get_array().get(arr)) return e;
   size_t i = 0;
-  for (auto element : arr) {
-    od::value item;
-    if (auto e = std::move(element).get(item)) return e;
+  return ForEachArrayItem(v, [&](od::value& item) {
     int64_t x = 0;
     if (i < out->size() && ParseIntToken(item.raw_json_token(), &x)) (*out)[i] = ClampToInt32(x);
     ++i;
-  }
-  return simdjson::SUCCESS;
+    return simdjson::SUCCESS;
+  });
 }
 
 // "Input Dims": one array of sizes per input ([] for a scalar or absent input); an input that is
 // a list of tensors (nested arrays) gets no sizes.
 simdjson::error_code TraceBuilder::ReadDims(od::value& v, std::vector<std::vector<int64_t>>* out) {
-  if (v.raw_json_token().substr(0, 1) != "[") return simdjson::SUCCESS;
-  od::array arr;
-  if (auto e = v.get_array().get(arr)) return e;
-  for (auto element : arr) {
-    od::value input;
-    if (auto e = std::move(element).get(input)) return e;
+  return ForEachArrayItem(v, [out](od::value& input) {
     std::vector<int64_t>& dims = out->emplace_back();
-    if (input.raw_json_token().substr(0, 1) != "[") continue;
-    od::array sizes;
-    if (auto e = input.get_array().get(sizes)) return e;
     bool flat = true;
-    for (auto size : sizes) {
-      od::value item;
-      if (auto e = std::move(size).get(item)) return e;
+    auto e = ForEachArrayItem(input, [&](od::value& size) {
       int64_t x = 0;
-      if (flat && ParseIntToken(item.raw_json_token(), &x)) {
+      if (flat && ParseIntToken(size.raw_json_token(), &x)) {
         dims.push_back(x);
       } else {
         flat = false;  // a nested array, skipped by the iteration
       }
-    }
+      return simdjson::SUCCESS;
+    });
     if (!flat) dims.clear();
-  }
-  return simdjson::SUCCESS;
+    return e;
+  });
 }
 
 // An array of strings ("Concrete Inputs", "Input type"); "" for an element that is not one.
 simdjson::error_code TraceBuilder::ReadStrings(od::value& v, std::vector<std::string>* out) {
-  if (v.raw_json_token().substr(0, 1) != "[") return simdjson::SUCCESS;
-  od::array arr;
-  if (auto e = v.get_array().get(arr)) return e;
-  for (auto element : arr) {
-    od::value item;
-    if (auto e = std::move(element).get(item)) return e;
+  return ForEachArrayItem(v, [out](od::value& item) {
     std::string_view text;
     out->emplace_back(StringTokenContent(item.raw_json_token(), &text) ? text : std::string_view());
-  }
-  return simdjson::SUCCESS;
+    return simdjson::SUCCESS;
+  });
 }
 
 simdjson::error_code TraceBuilder::ParseArgs(od::value& v) {

@@ -55,13 +55,8 @@ simdjson::error_code TraceBuilder::ParseRoot(od::object& root, bool* saw_events)
 }
 
 simdjson::error_code TraceBuilder::ParseDeviceProperties(od::value& v) {
-  if (v.raw_json_token().substr(0, 1) != "[") return simdjson::SUCCESS;
-  od::array devices;
-  if (auto e = v.get_array().get(devices)) return e;
-  for (auto element : devices) {
-    od::value item;
-    if (auto e = std::move(element).get(item)) return e;
-    if (item.raw_json_token().substr(0, 1) != "{") continue;
+  return ForEachArrayItem(v, [this](od::value& item) {
+    if (item.raw_json_token().substr(0, 1) != "{") return simdjson::SUCCESS;
     od::object obj;
     if (auto e = item.get_object().get(obj)) return e;
     int64_t id = kAbsent;
@@ -77,12 +72,12 @@ simdjson::error_code TraceBuilder::ParseDeviceProperties(od::value& v) {
       }
     }
     // Ids index a small table; a wild id (fuzzed input) is ignored rather than allocated.
-    if (id < 0 || id >= 4096 || !has_name) continue;
+    if (id < 0 || id >= 4096 || !has_name) return simdjson::SUCCESS;
     auto& names = trace_.meta.device_names;
     if (names.size() <= static_cast<size_t>(id)) names.resize(static_cast<size_t>(id) + 1);
     names[static_cast<size_t>(id)] = Unescaped(name);
-  }
-  return simdjson::SUCCESS;
+    return simdjson::SUCCESS;
+  });
 }
 
 simdjson::error_code TraceBuilder::ParseDistributedInfo(od::value& v) {
