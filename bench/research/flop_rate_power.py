@@ -32,11 +32,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import h200_loops  # noqa: E402
 from lsq import solve  # noqa: E402
 
-here = os.path.dirname(os.path.abspath(__file__))
-repo = os.path.dirname(os.path.dirname(here))
-args = [a for a in sys.argv[1:] if not a.startswith("--")]
-emo = args[0] if args else f"{repo}/build/ci/tools/emo/emo"
-shared = args[1] if len(args) > 1 else f"{repo}/../shared"
+repo, emo, shared = h200_loops.command_line()
 IDLE, CAP = h200_loops.device(repo)
 SM, FIXED = h200_loops.SM, h200_loops.FIXED
 PEAK = {"bf16": 989.4e12, "tf32": 494.7e12, "fp32": 66.9e12}

@@ -6,12 +6,22 @@ Each loop: set, name, step (measured s), J (measured per iteration), steps (Prof
 trace), ops (GPU ops: name, cat, ts, dur µs, blocks, stream, ext = the launching CPU op's External
 id), multi (several streams), cpu (External id -> the innermost CPU op: name, dims, types,
 concrete; empty where the trace has no shapes) and config (the sweep's config name, else None)."""
-import gzip, json, os, subprocess
+import gzip, json, os, subprocess, sys
 
 SETS_HELD = ("h200_heldout", "h200_heldout2", "h200_heldout3")
 SM = 132  # the H200's streaming multiprocessors
 COMM_W = 60.0  # NCCL kernels above idle (too few to fit; a quarter of a streaming kernel's)
 FIXED = {"comm": COMM_W, "memset": 0.0}  # powers above idle the fits do not fit
+
+
+def command_line():
+    """(repo, emo, shared): the repository, and the command line's first two arguments that are not
+    options (defaults: build/ci's emo, ../shared beside the repository)."""
+    repo = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    args = [a for a in sys.argv[1:] if not a.startswith("--")]
+    emo = args[0] if args else f"{repo}/build/ci/tools/emo/emo"
+    shared = args[1] if len(args) > 1 else f"{repo}/../shared"
+    return repo, emo, shared
 
 
 def device(repo):

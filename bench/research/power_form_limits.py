@@ -25,11 +25,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import h200_loops  # noqa: E402
 from lsq import solve  # noqa: E402
 
-here = os.path.dirname(os.path.abspath(__file__))
-repo = os.path.dirname(os.path.dirname(here))
-args = [a for a in sys.argv[1:] if not a.startswith("--")]
-emo = args[0] if args else f"{repo}/build/ci/tools/emo/emo"
-shared = args[1] if len(args) > 1 else f"{repo}/../shared"
+repo, emo, shared = h200_loops.command_line()
 show = float(sys.argv[sys.argv.index("--show") + 1]) if "--show" in sys.argv else None
 IDLE, CAP = h200_loops.device(repo)
 SM, COMM_W, FIXED = h200_loops.SM, h200_loops.COMM_W, h200_loops.FIXED
