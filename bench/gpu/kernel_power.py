@@ -20,7 +20,7 @@ sm_mhz_min, power_samples_w_median, steps, window_s, what}}) and OUT/<config>.js
 energy per step to compare (bench/model_energy_h200.sh does it for every config).
 
 NVML getters only (energy, power, clocks): never sets clocks, power limits or modes.
-  /opt/torch/.venv/bin/python bench/gpu/kernel_power.py OUT [--seconds 1.5] [--only REGEX]
+  /opt/torch/.venv/bin/python bench/gpu/kernel_power.py OUT [--seconds 1.5] [--only REGEX] [--record-shapes]
 """
 import argparse
 import gzip
@@ -173,9 +173,9 @@ def measure(step, nvml, seconds, est_s):
             "power_samples_w_median": statistics.median(powers)}
 
 
-def trace(step, path):
+def trace(step, path, record_shapes=False):
     from torch.profiler import ProfilerActivity, profile, schedule
-    with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA],
+    with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA], record_shapes=record_shapes,
                  schedule=schedule(wait=1, warmup=1, active=3, repeat=1)) as prof:
         for _ in range(5):  # run-ahead, as measured: no synchronize between steps
             step()
@@ -195,6 +195,9 @@ def main():
     ap.add_argument("--seconds", type=float, default=1.5, help="measured window per config (s)")
     ap.add_argument("--warmup-s", type=float, default=0.4)
     ap.add_argument("--only", default=".", help="regex on config names")
+    ap.add_argument("--record-shapes", action="store_true",
+                    help="trace with the profiler's record_shapes (each operator's input dims and types, from "
+                         "which emo reads its FLOPs); the measured windows are untouched either way")
     args = ap.parse_args()
     os.makedirs(args.out, exist_ok=True)
     torch.cuda.set_device(DEV)
@@ -240,7 +243,7 @@ def main():
         with open(os.path.join(args.out, "measured.json"), "w") as f:
             json.dump(result, f, indent=1)
     for name, step in steps.items():
-        trace(step, os.path.join(args.out, f"{name}.json.gz"))
+        trace(step, os.path.join(args.out, f"{name}.json.gz"), args.record_shapes)
     print(json.dumps({"configs": len(steps), "out": args.out}))
 
 
