@@ -21,7 +21,9 @@ class TraceBuilder {
   void Annotation(const char* name, double start_us, double end_us) {
     Cpu(trace::CpuKind::kAnnotation, name, start_us, end_us, -1, 1);
   }
-  void Kernel(const char* name, int64_t stream, double start_us, double end_us, int64_t corr) {
+  // A kernel; `external_id` is the launching operator's External id (-1: none).
+  void Kernel(const char* name, int64_t stream, double start_us, double end_us, int64_t corr,
+              int64_t external_id = -1) {
     auto& g = t_.gpu;
     g.kind.push_back(trace::GpuKind::kKernel);
     g.name.push_back(t_.strings.Intern(name));
@@ -29,7 +31,7 @@ class TraceBuilder {
     g.start.push_back(Ns(start_us));
     g.end.push_back(Ns(end_us));
     g.correlation.push_back(corr);
-    g.external_id.push_back(-1);
+    g.external_id.push_back(external_id);
     g.launch.push_back({});
     g.bytes.push_back(0);
     g.graph_id.push_back(-1);

@@ -1,9 +1,11 @@
-// ActivityFromTrace: the one place the model stage reads a Trace (trace is to its left).
+// ActivityFromTrace: with KernelWorkFromTrace (kernel_work.cc), the places the model stage reads a
+// Trace (trace is to its left).
 #include <algorithm>
 #include <unordered_map>
 #include <vector>
 
 #include "emo/model/iteration_energy.h"
+#include "emo/model/kernel_work.h"
 #include "emo/trace/trace.h"
 
 namespace emo::model {
@@ -40,6 +42,7 @@ Result<ActivityProfile> ActivityFromTrace(const trace::Trace& trace, const Devic
     bool cuda_core_gemm;
   };
   std::unordered_map<uint32_t, NameInfo> by_name;  // names repeat: classify once
+  const std::vector<KernelWork> work = KernelWorkFromTrace(trace, device);
   for (size_t i = 0; i < gpu.size(); ++i) {
     if (!steps.empty()) {
       auto it = launch_time.find(gpu.correlation[i]);
@@ -52,8 +55,8 @@ Result<ActivityProfile> ActivityFromTrace(const trace::Trace& trace, const Devic
     }
     const trace::LaunchConfig& l = gpu.launch[i];
     ops.push_back(ClassInterval{gpu.start[i], gpu.end[i], info->second.cls,
-                                device.KernelShare(trace::Blocks(l), trace::Threads(l),
-                                                   NsToS(gpu.end[i] - gpu.start[i]), info->second.cuda_core_gemm)});
+                                OpShare(device, work[i], trace::Blocks(l), trace::Threads(l),
+                                        NsToS(gpu.end[i] - gpu.start[i]), info->second.cuda_core_gemm)});
   }
   if (ops.empty()) {
     return InvalidArgument(trace.meta.source_path +

@@ -86,6 +86,38 @@ class FieldReader {
   const std::string& path_;
 };
 
+// The optional "work_power" section (WorkPower in device.h): every number required once the
+// section is there; peaks in TFLOP/s, positive; gamma positive.
+Status ReadWorkPower(const JsonField& doc, FieldReader& reader, DeviceModel& dev) {
+  if (!doc.Has("work_power")) return Status::Ok();
+  EMO_ASSIGN_OR_RETURN(const JsonField w, doc.Get("work_power"));
+  EMO_RETURN_IF_ERROR(w.ExpectObject());
+  WorkPower& out = dev.work_power;
+  for (auto [key, flops] : {std::pair{"peak_tflops_16bit", &out.peak_16bit_flops},
+                            std::pair{"peak_tflops_tf32", &out.peak_tf32_flops},
+                            std::pair{"peak_tflops_fp32", &out.peak_fp32_flops}}) {
+    double tflops = 0.0;
+    EMO_RETURN_IF_ERROR(reader.Number(w.json(), key, std::string("work_power.") + key, tflops));
+    if (!(tflops > 0.0)) return w.Error(fmt::format("{} must be positive ({})", key, tflops));
+    *flops = tflops * 1e12;
+  }
+  for (auto [key, curve] : {std::pair{"tensor", &out.tensor}, std::pair{"cuda_core", &out.cuda_core}}) {
+    const std::string field = std::string("work_power.") + key;
+    EMO_ASSIGN_OR_RETURN(const JsonField c, w.Get(key));
+    EMO_RETURN_IF_ERROR(c.ExpectObject());
+    EMO_RETURN_IF_ERROR(reader.Number(c.json(), "a0_w", field + ".a0_w", curve->a0_w));
+    EMO_RETURN_IF_ERROR(reader.Number(c.json(), "a1_w", field + ".a1_w", curve->a1_w));
+    EMO_RETURN_IF_ERROR(reader.Number(c.json(), "gamma", field + ".gamma", curve->gamma));
+    if (!(curve->gamma > 0.0)) return c.Error(fmt::format("gamma must be positive ({})", curve->gamma));
+    if (curve->At(0.0) < 0.0 || curve->At(1.0) < 0.0) {
+      return c.Error(fmt::format("draws less than idle: {:.1f} W at u = 0, {:.1f} W at u = 1", curve->At(0.0),
+                                 curve->At(1.0)));
+    }
+  }
+  out.known = true;
+  return Status::Ok();
+}
+
 // A clock table longer than this is a typo in min/max/step, not a GPU.
 constexpr double kMaxClocks = 100000;
 
@@ -262,6 +294,7 @@ Result<DeviceModel> ParseDevice(const json& j, const std::string& path) {
       dev.kind_comp_share[static_cast<size_t>(found)] = share;
     }
   }
+  EMO_RETURN_IF_ERROR(ReadWorkPower(doc, reader, dev));
   EMO_RETURN_IF_ERROR(reader.Number(j, "activity_scale", "activity_scale", dev.activity_scale,
                                     /*required=*/false));
   if (!(dev.activity_scale > 0.0)) {
@@ -415,6 +448,22 @@ std::string_view ShareKindName(int share_kind) {
 double DeviceModel::CompShare(int share_kind) const {
   const double own = kind_comp_share[static_cast<size_t>(share_kind)];
   return std::isnan(own) ? Prior(ShareKindClass(share_kind)).comp_share : own;
+}
+
+double WorkCurve::At(double u) const {
+  return a0_w + a1_w * std::pow(std::clamp(u, 0.0, 1.0), gamma);
+}
+
+double DeviceModel::ComputeAboveIdle() const {
+  const double dynamic = params.voltage.DynamicFactor(default_clock);
+  const double full = params.static_power.value() + Prior(KernelClass::kCompute).activity * dynamic;
+  return activity_scale * std::max(0.0, full - idle_power.value());
+}
+
+double DeviceModel::WorkShare(double u, bool cuda_core) const {
+  const double full = ComputeAboveIdle();
+  if (!work_power.known || full <= 0.0) return 0.0;
+  return std::max(0.0, (cuda_core ? work_power.cuda_core : work_power.tensor).At(u)) / full;
 }
 
 double DeviceModel::KernelShare(int64_t blocks, int64_t threads_per_block, double duration_s,

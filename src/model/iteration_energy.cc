@@ -57,7 +57,7 @@ ActivityProfile ProfileFromIntervals(std::span<const ClassInterval> ops, int ite
     if (op.end <= op.start) continue;
     const auto c = static_cast<size_t>(op.cls);
     class_time[c] += static_cast<double>(op.end - op.start);
-    class_active[c] += static_cast<double>(op.end - op.start) * std::clamp(op.share, 0.0, 1.0);
+    class_active[c] += static_cast<double>(op.end - op.start) * std::max(op.share, 0.0);
     edges.push_back({op.start, +1, static_cast<int>(op.cls)});
     edges.push_back({op.end, -1, static_cast<int>(op.cls)});
   }
@@ -111,14 +111,15 @@ IterationEnergy PredictIterationEnergy(const DeviceModel& device, const Activity
     above_idle[static_cast<size_t>(c)] = full[static_cast<size_t>(c)] * profile.share[static_cast<size_t>(c)];
   }
   // Concurrent kernels share the SMs: their powers add, up to the GPU full of the hungriest of
-  // their classes.
+  // their classes (a class whose kernels draw more than its full power, work-per-µs shares above
+  // 1, raises that bound to what they draw).
   double dynamic_j = 0.0;
   for (int m = 1; m < kNumClassMasks; ++m) {
     double w = 0.0, most = 0.0;
     for (int c = 0; c < kNumKernelClasses; ++c) {
       if (!(m & (1 << c))) continue;
       w += above_idle[static_cast<size_t>(c)];
-      most = std::max(most, full[static_cast<size_t>(c)]);
+      most = std::max(most, std::max(full[static_cast<size_t>(c)], above_idle[static_cast<size_t>(c)]));
     }
     dynamic_j += busy[static_cast<size_t>(m)] * std::min(w, most);
   }

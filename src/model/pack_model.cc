@@ -62,8 +62,9 @@ std::vector<double> ConcurrencyFactors(const DeviceModel& device, std::span<cons
       double sum = 0.0, most = 0.0;
       for (uint32_t i : active) {
         const double a = above[static_cast<size_t>(ops[i].cls)];
-        sum += std::clamp(ops[i].share, 0.0, 1.0) * a;
-        most = std::max(most, a);
+        const double own = std::max(ops[i].share, 0.0) * a;
+        sum += own;
+        most = std::max(most, std::max(a, own));  // a share above 1 (WorkShare) raises the bound
       }
       const double f = sum > most && sum > 0.0 ? most / sum : 1.0;
       for (uint32_t i : active) scaled[i] += f * static_cast<double>(e.t - last);
@@ -98,7 +99,7 @@ UnitModel PackUnitModel(const DeviceModel& device, const ClassTimes& times,
     const double bound = std::clamp(times.ClockBound(static_cast<KernelClass>(c), device), 0.0, t);
     unit.t_mem_s += t - bound;
     unit.t_comp_s += bound * to_f_max;
-    const double share = std::clamp(times.active_s[static_cast<size_t>(c)] / t, 0.0, 1.0);
+    const double share = std::max(times.active_s[static_cast<size_t>(c)] / t, 0.0);  // > 1: WorkShare
     activity += (t / total) *
                 (idle_activity + device.activity_scale * share * (prior.activity - idle_activity));
   }

@@ -13,6 +13,7 @@
 #include <fmt/format.h>
 
 #include "emo/base/check.h"
+#include "emo/model/kernel_work.h"
 #include "emo/model/pack_model.h"
 
 namespace emo::opt {
@@ -244,8 +245,9 @@ size_t DefaultClockIndex(const model::DeviceModel& device) {
 }
 
 // Clock options of every pack from its busy time per kernel class, measured at the basis'
-// measured clock. Each op counts with its KernelShare, scaled where it overlaps other ops of its
-// GPU (ConcurrencyFactors, on the analysis timeline).
+// measured clock. Each op counts with its share (model::OpShare: its work per µs where the trace
+// knows it, else its KernelShare), scaled where it overlaps other ops of its GPU
+// (ConcurrencyFactors, on the analysis timeline).
 std::vector<PackModel> BuildModels(const Basis& b, const std::vector<packing::Pack>& packs) {
   const auto& a = b.a;
   const auto& device = b.device;
@@ -257,6 +259,7 @@ std::vector<PackModel> BuildModels(const Basis& b, const std::vector<packing::Pa
     int kind;  // model::ShareKindOf
   };
   std::unordered_map<uint32_t, OpInfo> info;  // by node
+  const std::vector<model::KernelWork> work = model::KernelWorkFromTrace(t, device);  // by GPU op
   std::map<int32_t, std::vector<std::pair<uint32_t, model::OpSpan>>> by_device;
   for (const auto& pack : packs) {
     for (auto v : pack.ops) {
@@ -264,8 +267,9 @@ std::vector<PackModel> BuildModels(const Basis& b, const std::vector<packing::Pa
       const std::string_view name = t.Name(t.gpu.name[op]);
       const int kind = model::ShareKindOfName(name);  // one classification of the name
       const auto cls = model::ShareKindClass(kind);
-      const double share = device.KernelShare(trace::Blocks(t.gpu.launch[op]), trace::Threads(t.gpu.launch[op]),
-                                              NsToS(a.durations[v.value()]), kind == model::kCudaCoreGemmShareKind);
+      const double share = model::OpShare(device, work[op], trace::Blocks(t.gpu.launch[op]),
+                                          trace::Threads(t.gpu.launch[op]), NsToS(a.durations[v.value()]),
+                                          kind == model::kCudaCoreGemmShareKind);
       const TimeNs start = a.timeline.start[v.value()];
       by_device[pack.device].push_back({v.value(), {start, start + a.durations[v.value()], cls, share}});
       info[v.value()] = {cls, share, kind};

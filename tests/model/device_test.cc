@@ -352,6 +352,51 @@ TEST(DeviceTest, OccupancyNumbersAreReadAndChecked) {
   EXPECT_DOUBLE_EQ(plain->KernelShare(1, 32, 1e-6, true), 1.0);
 }
 
+// The work_power section: optional; once there, every number sourced and checked.
+TEST(DeviceTest, WorkPowerIsReadAndChecked) {
+  json j = H200Json();
+  j.erase("work_power");
+  Result<DeviceModel> plain = ParseDevice(j, "devices/t.json");
+  ASSERT_TRUE(plain.ok()) << plain.status().ToString();
+  EXPECT_FALSE(plain->work_power.known);
+  auto sourced = [](double v) { return json{{"value", v}, {"source", "test"}}; };
+  auto curve = [&](double a0, double a1, double g) {
+    return json{{"a0_w", sourced(a0)}, {"a1_w", sourced(a1)}, {"gamma", sourced(g)}};
+  };
+  j["work_power"] = {{"peak_tflops_16bit", sourced(989.4)}, {"peak_tflops_tf32", sourced(494.7)},
+                     {"peak_tflops_fp32", sourced(66.9)}, {"tensor", curve(20, 1000, 0.75)},
+                     {"cuda_core", curve(80, 480, 0.75)}};
+  Result<DeviceModel> d = ParseDevice(j, "devices/t.json");
+  ASSERT_TRUE(d.ok()) << d.status().ToString();
+  EXPECT_TRUE(d->work_power.known);
+  EXPECT_DOUBLE_EQ(d->work_power.peak_16bit_flops, 989.4e12);
+  EXPECT_DOUBLE_EQ(d->work_power.peak_fp32_flops, 66.9e12);
+  EXPECT_DOUBLE_EQ(d->work_power.tensor.a1_w, 1000.0);
+  EXPECT_DOUBLE_EQ(d->work_power.cuda_core.At(1.0), 560.0);
+  EXPECT_EQ(d->provenance.at("work_power.cuda_core.gamma").source, "test");
+  auto refused = [&](const json& bad, const std::string& what) {
+    Result<DeviceModel> r = ParseDevice(bad, "devices/t.json");
+    ASSERT_FALSE(r.ok()) << what;
+    EXPECT_NE(r.status().message().find("devices/t.json"), std::string::npos) << r.status().message();
+    EXPECT_NE(r.status().message().find(what), std::string::npos) << r.status().message();
+  };
+  json bad = j;
+  bad["work_power"]["tensor"]["a1_w"].erase("source");
+  refused(bad, "work_power.tensor.a1_w");
+  bad = j;
+  bad["work_power"]["peak_tflops_tf32"]["value"] = 0;
+  refused(bad, "peak_tflops_tf32 must be positive");
+  bad = j;
+  bad["work_power"]["cuda_core"]["gamma"]["value"] = -1;
+  refused(bad, "gamma must be positive");
+  bad = j;
+  bad["work_power"]["tensor"]["a0_w"]["value"] = -50;
+  refused(bad, "draws less than idle");
+  bad = j;
+  bad["work_power"].erase("cuda_core");
+  refused(bad, "cuda_core");
+}
+
 // Clock-bound shares per kind: each optional, checked, with its provenance; a kind the file does
 // not name keeps its class prior's, and a CUDA-core GEMM has a share kind of its own.
 TEST(DeviceTest, KindSharesAreReadCheckedAndFallBackToTheClass) {

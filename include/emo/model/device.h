@@ -50,6 +50,27 @@ KernelClass ShareKindClass(int share_kind);
 // "activation_16bit".
 std::string_view ShareKindName(int share_kind);
 
+// Power above idle of a matrix-multiply kernel as a function of its work per µs (docs/model.md
+// §6a): at u = FLOPs / (duration x its data type's dense peak), a0 + a1 u^gamma watts at the
+// default clock, whatever its grid covers.
+struct WorkCurve {
+  double a0_w = 0.0;
+  double a1_w = 0.0;
+  double gamma = 1.0;
+  double At(double u) const;  // u clamped to [0, 1]
+};
+
+// The device file's "work_power" section: dense peaks (FLOP/s) by the inputs' data type, and one
+// curve for kernels on the tensor cores (16-bit, tf32) and one for those on the CUDA cores (fp32).
+struct WorkPower {
+  bool known = false;  // the file has the section
+  double peak_16bit_flops = 0.0;
+  double peak_tf32_flops = 0.0;
+  double peak_fp32_flops = 0.0;
+  WorkCurve tensor;
+  WorkCurve cuda_core;
+};
+
 // One GPU model.
 struct DeviceModel {
   std::string name;               // file stem: "h200", "a100-sxm"
@@ -83,6 +104,8 @@ struct DeviceModel {
     a.fill(std::numeric_limits<double>::quiet_NaN());
     return a;
   }();
+  // Power of matrix-multiply kernels whose work the trace knows (WorkShare); known=false: none.
+  WorkPower work_power;
   // Scale of the class powers above idle calibrated on measured iteration energies (see
   // iteration_energy.h); 1 when the file has none.
   double activity_scale = 1.0;
@@ -105,6 +128,13 @@ struct DeviceModel {
   // GEMM. Each factor is 1 when its numbers are unknown (0), as for copies and memsets (blocks 0).
   double KernelShare(int64_t blocks, int64_t threads_per_block, double duration_s,
                      bool cuda_core_gemm = false) const;
+  // The compute class's power above idle (W) at the default clock, filling the GPU, at the file's
+  // activity scale: what a share of 1 draws there.
+  double ComputeAboveIdle() const;
+  // The share, in KernelShare's units, of a matrix-multiply kernel at work per µs u (WorkPower):
+  // its curve's power over ComputeAboveIdle(). It may exceed 1 (a kernel hungrier than the class
+  // average). 0 when the file has no work_power or the compute class draws nothing above idle.
+  double WorkShare(double u, bool cuda_core) const;
 };
 
 // Whether a trace was recorded on the GPU a device model describes.

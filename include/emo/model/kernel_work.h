@@ -1,0 +1,39 @@
+// Each matrix-multiply kernel's work per µs, where the trace knows its operator's work: the input
+// of the device file's work_power curves (device.h WorkShare; docs/model.md §6a).
+//
+// An operator whose shapes the trace recorded (Trace::op_work, by External id) gives its FLOPs to
+// the matrix-multiply kernels it launched (GEMM, convolution, attention and CUDA-core GEMM kinds),
+// spread over them by duration, so each of its kernels reaches
+//   u = FLOPs / (the kernels' summed duration x the kernel's peak), at most 1,
+// with the peak of its data type: tf32 where the kernel's name says so, fp32 (the CUDA cores) for
+// float inputs otherwise, 16-bit (bf16/fp16) for the rest.
+#pragma once
+
+#include <cmath>
+#include <limits>
+#include <vector>
+
+#include "emo/model/device.h"
+
+namespace emo::trace {
+struct Trace;
+}
+
+namespace emo::model {
+
+struct KernelWork {
+  double u = std::numeric_limits<double>::quiet_NaN();  // NaN: not known
+  bool cuda_core = false;                                // on the fp32 peak and curve
+  bool Known() const { return !std::isnan(u); }
+};
+
+// One entry per GPU operation of `trace` (its gpu table's order); all unknown when the device
+// file has no work_power or the trace no operator work.
+std::vector<KernelWork> KernelWorkFromTrace(const trace::Trace& trace, const DeviceModel& device);
+
+// The share (KernelShare's units) of GPU op `op`: WorkShare where its work is known, else the
+// KernelShare of its launch configuration and duration.
+double OpShare(const DeviceModel& device, const KernelWork& work, int64_t blocks, int64_t threads_per_block,
+               double duration_s, bool cuda_core_gemm);
+
+}  // namespace emo::model

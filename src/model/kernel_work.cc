@@ -1,0 +1,72 @@
+// KernelWorkFromTrace: with ActivityFromTrace, the places the model stage reads a Trace.
+#include "emo/model/kernel_work.h"
+
+#include <algorithm>
+#include <cctype>
+#include <string_view>
+#include <unordered_map>
+
+#include "emo/trace/trace.h"
+
+namespace emo::model {
+namespace {
+
+bool IsMatrixMultiply(int share_kind) {
+  return share_kind == kCudaCoreGemmShareKind || share_kind == static_cast<int>(KernelKind::kGemm) ||
+         share_kind == static_cast<int>(KernelKind::kConv) || share_kind == static_cast<int>(KernelKind::kAttention);
+}
+
+bool NameSaysTf32(std::string_view name) {
+  for (size_t i = 0; i + 4 <= name.size(); ++i) {
+    if (std::tolower(static_cast<unsigned char>(name[i])) == 't' &&
+        std::tolower(static_cast<unsigned char>(name[i + 1])) == 'f' && name[i + 2] == '3' && name[i + 3] == '2') {
+      return true;
+    }
+  }
+  return false;
+}
+
+}  // namespace
+
+std::vector<KernelWork> KernelWorkFromTrace(const trace::Trace& trace, const DeviceModel& device) {
+  const trace::GpuOpTable& gpu = trace.gpu;
+  std::vector<KernelWork> out(gpu.size());
+  const WorkPower& w = device.work_power;
+  if (!w.known || trace.op_work.empty()) return out;
+  // The matrix-multiply kernels of each operator with known work, and their summed duration.
+  std::unordered_map<uint32_t, bool> matmul_by_name;  // names repeat: classify once
+  std::unordered_map<int64_t, double> time_s;          // by External id
+  std::vector<uint32_t> ops;
+  for (uint32_t i = 0; i < gpu.size(); ++i) {
+    if (gpu.kind[i] != trace::GpuKind::kKernel || gpu.external_id[i] < 0 || gpu.end[i] <= gpu.start[i]) continue;
+    const auto it = trace.op_work.find(gpu.external_id[i]);
+    if (it == trace.op_work.end() || !(it->second.flops > 0.0)) continue;
+    auto [m, inserted] = matmul_by_name.try_emplace(gpu.name[i].value(), false);
+    if (inserted) m->second = IsMatrixMultiply(ShareKindOfName(trace.Name(gpu.name[i])));
+    if (!m->second) continue;
+    time_s[gpu.external_id[i]] += NsToS(gpu.end[i] - gpu.start[i]);
+    ops.push_back(i);
+  }
+  for (uint32_t i : ops) {
+    const trace::OpWork& work = trace.op_work.at(gpu.external_id[i]);
+    double peak = w.peak_16bit_flops;
+    bool cuda_core = false;
+    if (NameSaysTf32(trace.Name(gpu.name[i]))) {
+      peak = w.peak_tf32_flops;
+    } else if (work.precision == trace::OpPrecision::kFp32) {
+      peak = w.peak_fp32_flops;
+      cuda_core = true;
+    }
+    out[i].u = std::min(1.0, work.flops / (time_s.at(gpu.external_id[i]) * peak));
+    out[i].cuda_core = cuda_core;
+  }
+  return out;
+}
+
+double OpShare(const DeviceModel& device, const KernelWork& work, int64_t blocks, int64_t threads_per_block,
+               double duration_s, bool cuda_core_gemm) {
+  if (work.Known()) return device.WorkShare(work.u, work.cuda_core);
+  return device.KernelShare(blocks, threads_per_block, duration_s, cuda_core_gemm);
+}
+
+}  // namespace emo::model

@@ -1,0 +1,122 @@
+// A matrix-multiply kernel's work per µs from its operator's work, and the share of the compute
+// class's power its work_power curve gives it (kernel_work.h, device.h WorkShare); shares above 1
+// reach the energy unclipped.
+#include <cmath>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "emo/model/iteration_energy.h"
+#include "emo/model/kernel_work.h"
+#include "emo/model/pack_model.h"
+#include "trace_builder.h"
+
+namespace emo::model {
+namespace {
+
+constexpr double kPeak16 = 1000e12, kPeakTf32 = 500e12, kPeakFp32 = 50e12;
+
+DeviceModel WorkDevice() {
+  DeviceModel d;
+  d.clocks = {MegaHertz(1000.0), MegaHertz(2000.0)};
+  d.default_clock = MegaHertz(2000.0);
+  d.params.f_max = MegaHertz(2000.0);
+  d.params.static_power = Watts(50.0);
+  d.idle_power = Watts(100.0);
+  d.cap_power = Watts(1e6);
+  d.params.power_limit = Watts(1e6);
+  // Compute filling the GPU: 50 + 0.2 x 2000 = 450 W, 350 W above idle.
+  d.classes[static_cast<size_t>(KernelClass::kCompute)].activity = 0.2;
+  d.classes[static_cast<size_t>(KernelClass::kMemory)].activity = 0.1;
+  d.work_power.known = true;
+  d.work_power.peak_16bit_flops = kPeak16;
+  d.work_power.peak_tf32_flops = kPeakTf32;
+  d.work_power.peak_fp32_flops = kPeakFp32;
+  d.work_power.tensor = {70.0, 630.0, 1.0};    // 70 W at u = 0, 700 W at u = 1
+  d.work_power.cuda_core = {35.0, 140.0, 0.5};
+  return d;
+}
+
+constexpr const char* kGemm = "nvjet_sm90_tst_192x128_64x5_1x2_h_bz_coopB_NNT";
+constexpr const char* kSgemm = "ampere_sgemm_128x64_nn";
+constexpr const char* kTf32Conv =
+    "sm80_xmma_wgrad_implicit_gemm_indexed_tf32f32_tf32f32_f32_nhwckrsc_nhwc_tilesize64x64x64";
+constexpr const char* kAdd = "void at::native::vectorized_elementwise_kernel<4, at::native::CUDAFunctor_add<float>>";
+
+TEST(KernelWorkTest, AnOperatorsWorkIsSpreadOverItsMatrixKernelsByTheirPeak) {
+  testing::TraceBuilder b;
+  b.Kernel(kGemm, 7, 0, 3, 1, /*external_id=*/10);  // 3 µs + 1 µs of one operator's GEMMs
+  b.Kernel(kGemm, 7, 3, 4, 2, 10);
+  b.Kernel(kAdd, 7, 4, 5, 3, 10);      // its epilogue: not a matrix multiply
+  b.Kernel(kSgemm, 7, 5, 15, 4, 11);   // fp32 inputs on the CUDA cores
+  b.Kernel(kTf32Conv, 7, 15, 17, 5, 12);  // fp32 inputs, tf32 kernel
+  b.Kernel(kGemm, 7, 17, 18, 6, 13);   // an operator whose work is far beyond the peak
+  b.Kernel(kGemm, 7, 18, 19, 7, 14);   // no work recorded
+  b.Kernel(kGemm, 7, 19, 20, 8);       // no operator
+  trace::Trace t = b.Build();
+  t.op_work[10] = {1.0e9, trace::OpPrecision::k16Bit};
+  t.op_work[11] = {1.0e8, trace::OpPrecision::kFp32};
+  t.op_work[12] = {2.0e8, trace::OpPrecision::kFp32};
+  t.op_work[13] = {1.0e12, trace::OpPrecision::kUnknown};
+  const std::vector<KernelWork> w = KernelWorkFromTrace(t, WorkDevice());
+  ASSERT_EQ(w.size(), 8u);
+  // 1 GFLOP over 4 µs at 1000 TFLOP/s: u = 0.25 for both of its GEMMs.
+  EXPECT_NEAR(w[0].u, 0.25, 1e-12);
+  EXPECT_NEAR(w[1].u, 0.25, 1e-12);
+  EXPECT_FALSE(w[0].cuda_core);
+  EXPECT_FALSE(w[2].Known());
+  EXPECT_NEAR(w[3].u, 1.0e8 / (10e-6 * kPeakFp32), 1e-12);  // 0.2
+  EXPECT_TRUE(w[3].cuda_core);
+  EXPECT_NEAR(w[4].u, 2.0e8 / (2e-6 * kPeakTf32), 1e-12);  // 0.2 on the tf32 peak
+  EXPECT_FALSE(w[4].cuda_core);
+  EXPECT_DOUBLE_EQ(w[5].u, 1.0);
+  EXPECT_FALSE(w[6].Known());
+  EXPECT_FALSE(w[7].Known());
+
+  DeviceModel none = WorkDevice();
+  none.work_power = {};
+  for (const KernelWork& k : KernelWorkFromTrace(t, none)) EXPECT_FALSE(k.Known());
+}
+
+TEST(KernelWorkTest, WorkShareIsTheCurveOverTheComputeClassPower) {
+  DeviceModel d = WorkDevice();
+  EXPECT_DOUBLE_EQ(d.ComputeAboveIdle(), 350.0);
+  EXPECT_DOUBLE_EQ(d.WorkShare(0.0, false), 70.0 / 350.0);
+  EXPECT_DOUBLE_EQ(d.WorkShare(0.5, false), (70.0 + 315.0) / 350.0);
+  EXPECT_DOUBLE_EQ(d.WorkShare(1.0, false), 2.0);  // hungrier than the class: above 1
+  EXPECT_DOUBLE_EQ(d.WorkShare(2.0, false), 2.0);  // u is at most 1
+  EXPECT_DOUBLE_EQ(d.WorkShare(0.25, true), (35.0 + 140.0 * 0.5) / 350.0);
+  d.activity_scale = 0.5;  // a scale moves the class power, not what the curve draws
+  EXPECT_DOUBLE_EQ(d.WorkShare(0.5, false) * 0.5 * 350.0, 385.0);
+  KernelWork known{0.5, false};
+  EXPECT_DOUBLE_EQ(OpShare(d, known, 1, 32, 1e-6, false), d.WorkShare(0.5, false));
+  EXPECT_DOUBLE_EQ(OpShare(d, KernelWork{}, 1, 32, 1e-6, false), 1.0);  // KernelShare, nothing known
+  d.work_power.known = false;
+  EXPECT_DOUBLE_EQ(d.WorkShare(0.5, false), 0.0);
+}
+
+// A share above 1 reaches the iteration's energy and the pack's power unclipped.
+TEST(KernelWorkTest, SharesAboveOneAreNotClipped) {
+  const DeviceModel d = WorkDevice();
+  const double share = d.WorkShare(1.0, false);  // 2: 700 W above idle
+  const std::vector<ClassInterval> ops = {{0, 1'000'000, KernelClass::kCompute, share}};
+  const ActivityProfile p = ProfileFromIntervals(ops, 1);
+  EXPECT_DOUBLE_EQ(p.share[static_cast<size_t>(KernelClass::kCompute)], 2.0);
+  const IterationEnergy e = PredictIterationEnergy(d, p, 2e-3, 1.0, d.default_clock);
+  EXPECT_NEAR(e.energy_j, 100.0 * 2e-3 + 700.0 * 1e-3, 1e-9);
+
+  const std::vector<OpSpan> spans = {{0, 1000, KernelClass::kCompute, share}};
+  EXPECT_DOUBLE_EQ(ConcurrencyFactors(d, spans)[0], 1.0);
+  ClassTimes times;
+  times.Add(KernelClass::kCompute, 1e-3, share);
+  const UnitModel unit = PackUnitModel(d, times, d.default_clock);
+  const double power = UnitPower(d.params, unit, d.default_clock).value();
+  EXPECT_NEAR(power, 100.0 + 700.0, 1e-9);
+  // Beside a memory kernel of full share, the pair draws at most the hungrier op.
+  const std::vector<OpSpan> pair = {{0, 1000, KernelClass::kCompute, share}, {0, 1000, KernelClass::kMemory, 1.0}};
+  const std::vector<double> f = ConcurrencyFactors(d, pair);
+  EXPECT_NEAR(f[0], 700.0 / (700.0 + 150.0), 1e-9);
+}
+
+}  // namespace
+}  // namespace emo::model
