@@ -8,16 +8,21 @@ At a fixed gamma, the energy `emo optimize --step-time` predicts at the default 
 lifted is linear in the four powers: E = E0 + sum_p x_p R_p, where E0 is the energy with both
 curves at zero (those kernels at idle) and each R_p the response to one power, all read from emo
 (variant device files). Least squares on relative error over the fit loops below the cap (97 %
-of the cap power, measured), for gamma 0.5, 0.75 and 1; the lowest rms wins. Every other number
+of the cap power, measured), for gamma 0.5, 0.75 and 1; the lowest rms wins. A curve's a0 that
+comes out negative (less than idle at u = 0) is held at 0 and the others refitted. Every other number
 of the base device file is kept.
 
-Fit set: the kernel sweep (--sweep DIR: its measured.json and traces; default
-data/h200_kernels_shapes, recorded with record_shapes, else data/h200_kernels) and
-../shared/traces/h200. Only loops whose traces carry operator shapes inform the fit; the held-out
-sets (data/h200_heldout*) are never read here (bench/model_energy_h200.sh scores them).
+Fit set: the kernel sweep (--sweep DIR, default data/h200_kernels: its measured.json and traces)
+and ../shared/traces/h200. Only loops whose traces carry operator work inform the fit. The sweep
+was traced without record_shapes; its GEMM and bmm configs name their sizes and data type
+(bench/gpu/kernel_power.py configs()), so for the fit each such trace is copied to a temporary
+file whose aten::mm / aten::bmm operators get the "Input Dims" and "Input type" the config
+gives them (sweep_shapes below); the trace's timings are untouched and nothing is written back.
+The held-out sets (data/h200_heldout*) are never read here (bench/model_energy_h200.sh scores
+them).
   python3 bench/research/work_power_fit.py [emo] [shared] [--base FILE] [--sweep DIR] [--write FILE]
 """
-import copy, json, os, subprocess, sys, tempfile
+import copy, gzip, json, os, re, subprocess, sys, tempfile
 from concurrent.futures import ThreadPoolExecutor
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -36,11 +41,7 @@ def option(name, default=None):
 repo = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 base_path = option("--base", f"{repo}/devices/h200.json")
 write_to = option("--write")
-sweep = option("--sweep")
-if sweep is None:
-    sweep = f"{repo}/data/h200_kernels_shapes"
-    if not os.path.exists(f"{sweep}/measured.json"):
-        sweep = f"{repo}/data/h200_kernels"
+sweep = option("--sweep", f"{repo}/data/h200_kernels")
 args = [a for a in sys.argv[1:] if not a.startswith("--")]
 emo = args[0] if args else f"{repo}/build/ci/tools/emo/emo"
 shared = args[1] if len(args) > 1 else f"{repo}/../shared"
@@ -55,16 +56,50 @@ POOL = ThreadPoolExecutor(max_workers=os.cpu_count() or 2)
 base = json.load(open(base_path))
 cap = base["cap_power_w"]["value"]
 
+tmp = tempfile.mkdtemp()
+TYPES = {"bf16": "c10::BFloat16", "fp32": "float", "tf32": "float"}
+
+
+def sweep_shapes(config):
+    """(operator, input dims, input type) of a sweep config's matrix multiply, or None."""
+    g = re.match(r"(gemm|bmm)_(bf16|fp32|tf32)_(\d+)(?:x(\d+))?(?:x(\d+))?$", config)
+    if not g:
+        return None
+    kind, dtype, a, b, c = g.groups()
+    if kind == "bmm":  # bmm_<dtype>_<batch>x<side>: x @ x of batch side x side matrices
+        side = [int(a), int(b), int(b)]
+        return "aten::bmm", [side, side], TYPES[dtype]
+    m, k, n = (int(a), int(b), int(c)) if c else (int(a),) * 3
+    return "aten::mm", [[m, k], [k, n]], TYPES[dtype]
+
+
+def with_shapes(trace, config):
+    """The trace itself, or a temporary copy whose matrix-multiply operators carry the config's shapes."""
+    shapes = sweep_shapes(config)
+    if shapes is None:
+        return trace
+    op, dims, dtype = shapes
+    d = json.load(gzip.open(trace))
+    for e in d["traceEvents"]:
+        if e.get("cat") == "cpu_op" and e.get("name") == op and "Input Dims" not in e.get("args", {}):
+            e["args"]["Input Dims"] = dims
+            e["args"]["Input type"] = [dtype] * len(dims)
+            e["args"]["Concrete Inputs"] = [""] * len(dims)
+    out = f"{tmp}/{config}.json.gz"
+    with gzip.open(out, "wt") as f:
+        json.dump(d, f)
+    return out
+
+
 samples = []  # (name, trace, step s, measured J, measured W)
 kp = json.load(open(f"{sweep}/measured.json"))
 for n, c in sorted(kp["configs"].items()):
-    samples.append((n, f"{sweep}/{n}.json.gz", c["iter_s"], c["energy_per_iter_j"], c["avg_power_w"]))
+    samples.append((n, with_shapes(f"{sweep}/{n}.json.gz", n), c["iter_s"], c["energy_per_iter_j"], c["avg_power_w"]))
 m = json.load(open(f"{shared}/traces/h200/measured.json"))
 for n, t in list(m["workloads"].items()) + list(m.get("multi_gpu", {}).items()):
     samples.append((n, f"{shared}/traces/h200/{n}.json.gz", t["energy_per_iter_j"] / t["avg_power_w"],
                     t["energy_per_iter_j"], t["avg_power_w"]))
 
-tmp = tempfile.mkdtemp()
 _count = [0]
 
 
@@ -94,6 +129,9 @@ def energy(devfile, s):
     return j["baseline"]["energy_j"], j["baseline"]["time_us"] / 1e6
 
 
+rows_of = {}  # gamma -> the informed loops' responses
+
+
 def fit_at(gamma):
     files = [variant((0, 0), (0, 0), gamma), variant((K, 0), (0, 0), gamma), variant((0, K), (0, 0), gamma),
              variant((0, 0), (K, 0), gamma), variant((0, 0), (0, K), gamma)]
@@ -109,12 +147,18 @@ def fit_at(gamma):
         A.append([x / s[3] for x in r])
         b.append((s[3] - e0) / s[3])
     used = [i for i in range(4) if any(abs(row[i]) > 1e-12 for row in A)]
-    x = [0.0] * 4
-    for i, v in zip(used, solve([[row[i] for i in used] for row in A], b, ridge=1e-12)):
-        x[i] = v
+    while True:  # a curve may not draw less than idle: a negative a0 is held at 0 and the rest refitted
+        x = [0.0] * 4
+        for i, v in zip(used, solve([[row[i] for i in used] for row in A], b, ridge=1e-12)):
+            x[i] = v
+        negative = [i for i in (0, 2) if i in used and x[i] < 0]
+        if not negative:
+            break
+        used.remove(negative[0])
     errs = {s[0]: 100 * (min(e0 + sum(a * w for a, w in zip(x, r)), cap * t) / s[3] - 1) for s, e0, t, r in rows}
     fit_errs = [errs[s[0]] for s, *_ in informed]
     rms = (sum(e * e for e in fit_errs) / max(1, len(fit_errs))) ** 0.5
+    rows_of[gamma] = [r for *_, r in informed]
     return x, used, errs, [s[0] for s, *_ in informed], rms
 
 
@@ -125,7 +169,7 @@ best = None
 for gamma in (0.5, 0.75, 1.0):
     x, used, errs, informed, rms = fit_at(gamma)
     worst = max(abs(errs[n]) for n in informed) if informed else float("nan")
-    shown = [f"{v:.0f}" if i in used else "—" for i, v in enumerate(x)]
+    shown = [f"{v:.0f}" for v in x]
     print(f"| {gamma} | {shown[0]}, {shown[1]} | {shown[2]}, {shown[3]} | {len(informed)} | {rms:.1f} | {worst:.1f} |",
           flush=True)
     if informed and (best is None or rms < best[4]):
@@ -136,15 +180,16 @@ gamma, x, used, errs, rms, informed = best
 print(f"\nbest gamma {gamma}: per loop (cap applied)\n\n| loop | error |\n|---|---:|")
 for s in samples:
     print(f"| {s[0]}{'' if s[0] in informed else ' (no work known)'} | {errs[s[0]]:+.1f} % |")
-if len(used) < 4:
+if not all(any(abs(r[i]) > 1e-12 for r in rows_of[gamma]) for i in (1, 3)):
     sys.exit("not every curve was informed (a kind of kernel missing from the fit set): nothing written")
 
 if write_to:
     cmd = (f"python3 bench/research/work_power_fit.py EMO SHARED --base {os.path.relpath(base_path, repo)} "
            f"--sweep {os.path.relpath(sweep, repo)} --write FILE")
     src = (f"least-squares fit of the predicted to the measured energy per iteration at the default clock through "
-           f"emo's pipeline, {len(informed)} loops whose traces carry operator shapes ({os.path.relpath(sweep, repo)}, "
-           f"../shared/traces/h200; rms error {rms:.1f} %), gamma {gamma} the best of 0.5, 0.75, 1: `{cmd}`")
+           f"emo's pipeline, {len(informed)} loops whose operator work is known ({os.path.relpath(sweep, repo)} with "
+           f"each GEMM/bmm config's shapes, ../shared/traces/h200 with record_shapes; rms error {rms:.1f} %), gamma "
+           f"{gamma} the best of 0.5, 0.75, 1: `{cmd}`")
     d = copy.deepcopy(base)
     d["work_power"] = {k: {"value": v, "source": PEAK_SOURCE} for k, v in PEAKS.items()}
     for key, (a0, a1) in (("tensor", x[:2]), ("cuda_core", x[2:])):
