@@ -7,10 +7,11 @@
 // the power a class-k kernel draws above idle when it runs alone (P_k from the device's class
 // prior: P_static + c_k f_eff V(f_eff)^2),
 //   E_demand = P_idle(f) * T + a * sum over segments s of dur_s * W_s(f),
-//   W_s = min(sum_{k active in s} u_k D_k(f), max_{k active in s} D_k(f))
+//   W_s = min(sum_{k active in s} u_k D_k(f), max_{k active in s} max(1, u_k) D_k(f))
 // where `a` (activity scale) calibrates the class powers to real workloads and u_k is the
-// time-weighted KernelShare of class k's ops (device.h: SMs covered, ramp; 1 when the device file
-// has no occupancy numbers). Concurrent classes share the SMs: their powers above idle add, up to
+// time-weighted share of class k's ops (kernel_work.h OpShare: the KernelShare of SMs covered and
+// ramp, 1 when the device file has no occupancy numbers; or the WorkShare of a matrix-multiply
+// kernel whose work is known, which may exceed 1). Concurrent classes share the SMs: their powers above idle add, up to
 // the GPU full of the hungriest of them. The firmware's power limiter acts on a window
 // of about a second, far longer than an iteration, so it caps the iteration's average power, not
 // each kernel's: E = min(E_demand, P_cap * T), and an iteration whose demand exceeds P_cap is
@@ -40,7 +41,7 @@ inline constexpr int kNumClassMasks = 1 << kNumKernelClasses;
 struct ActivityProfile {
   int iterations = 0;                           // iterations the trace covered
   std::array<double, kNumClassMasks> busy_s{};  // per iteration; busy_s[0] is unused
-  // Per class, the time-weighted mean KernelShare (device.h) of its ops: its power above idle is
+  // Per class, the time-weighted mean share (kernel_work.h OpShare) of its ops: its power above idle is
   // the full-GPU class power times this.
   std::array<double, kNumKernelClasses> share = [] {
     std::array<double, kNumKernelClasses> a{};
@@ -56,7 +57,7 @@ struct ClassInterval {
   TimeNs start = 0;
   TimeNs end = 0;
   KernelClass cls = KernelClass::kOther;
-  double share = 1.0;  // KernelShare of the op
+  double share = 1.0;  // the op's share (kernel_work.h OpShare: KernelShare, or WorkShare; may exceed 1)
 };
 
 // Sweeps the intervals (any order, overlaps allowed) and divides by `iterations`.
@@ -66,7 +67,8 @@ ActivityProfile ProfileFromIntervals(std::span<const ClassInterval> ops, int ite
 // ProfilerStep#N annotation, classified by name, divided by the number of such steps. Ops are
 // attributed by launch time because a run-ahead CPU launches step N+1's kernels while step N's
 // still run. A trace without ProfilerStep annotations counts as one iteration of all its ops.
-// Each op's KernelShare comes from `device` (its launch configuration and duration).
+// Each op's share comes from `device` (kernel_work.h OpShare: its work per µs where the trace
+// records its operator's shapes, else its launch configuration and duration).
 Result<ActivityProfile> ActivityFromTrace(const trace::Trace& trace, const DeviceModel& device);
 
 // The prediction for one iteration.

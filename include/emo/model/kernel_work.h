@@ -31,7 +31,7 @@ struct KernelWork {
 // file has no work_power or the trace no operator work.
 std::vector<KernelWork> KernelWorkFromTrace(const trace::Trace& trace, const DeviceModel& device);
 
-// The share (KernelShare's units) of GPU op `op`: WorkShare where its work is known, else the
+// The share (KernelShare's units) of one GPU op: WorkShare where its work is known, else the
 // KernelShare of its launch configuration and duration.
 double OpShare(const DeviceModel& device, const KernelWork& work, int64_t blocks, int64_t threads_per_block,
                double duration_s, bool cuda_core_gemm);

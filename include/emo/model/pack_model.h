@@ -38,7 +38,7 @@ struct OpSpan {
   TimeNs start = 0;
   TimeNs end = 0;
   KernelClass cls = KernelClass::kOther;
-  double share = 1.0;  // its KernelShare (device.h)
+  double share = 1.0;  // its share: KernelShare, or WorkShare where its work is known (kernel_work.h OpShare)
 };
 
 // Ops of several streams that overlap share the SMs: wherever they run together, their powers
