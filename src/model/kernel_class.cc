@@ -281,6 +281,8 @@ bool IsCudaCoreGemm(std::string_view name) {
   return false;
 }
 
+bool IsTf32(std::string_view name) { return Lower(name).find("tf32") != std::string::npos; }
+
 bool IsHalfPrecision(std::string_view name) {
   const std::string lower = Lower(name);
   for (std::string_view w : {"bfloat16", "half", "bf16", "fp16"}) {

@@ -2,8 +2,6 @@
 #include "emo/model/kernel_work.h"
 
 #include <algorithm>
-#include <cctype>
-#include <string_view>
 #include <unordered_map>
 
 #include "emo/trace/trace.h"
@@ -14,16 +12,6 @@ namespace {
 bool IsMatrixMultiply(int share_kind) {
   return share_kind == kCudaCoreGemmShareKind || share_kind == static_cast<int>(KernelKind::kGemm) ||
          share_kind == static_cast<int>(KernelKind::kConv) || share_kind == static_cast<int>(KernelKind::kAttention);
-}
-
-bool NameSaysTf32(std::string_view name) {
-  for (size_t i = 0; i + 4 <= name.size(); ++i) {
-    if (std::tolower(static_cast<unsigned char>(name[i])) == 't' &&
-        std::tolower(static_cast<unsigned char>(name[i + 1])) == 'f' && name[i + 2] == '3' && name[i + 3] == '2') {
-      return true;
-    }
-  }
-  return false;
 }
 
 }  // namespace
@@ -51,7 +39,7 @@ std::vector<KernelWork> KernelWorkFromTrace(const trace::Trace& trace, const Dev
     const trace::OpWork& work = trace.op_work.at(gpu.external_id[i]);
     double peak = w.peak_16bit_flops;
     bool cuda_core = false;
-    if (NameSaysTf32(trace.Name(gpu.name[i]))) {
+    if (IsTf32(trace.Name(gpu.name[i]))) {
       peak = w.peak_tf32_flops;
     } else if (work.precision == trace::OpPrecision::kFp32) {
       peak = w.peak_fp32_flops;

@@ -35,7 +35,8 @@ struct Basis {
   Basis(const analysis::TraceAnalysis& analysis, const model::DeviceModel& d, MegaHertz measured,
         TimeNs switch_latency = 0)
       : a(analysis), device(d), measured_clock(measured), stretch(model::ShareKindTimeRatios(d, measured)),
-        durations(analysis.durations), switch_latency_ns(switch_latency) {}
+        work(model::KernelWorkFromTrace(*analysis.trace, d)), durations(analysis.durations),
+        switch_latency_ns(switch_latency) {}
   // A rank of a job (TracePlanOptions::joint_*).
   Basis(const analysis::TraceAnalysis& analysis, const model::DeviceModel& d, MegaHertz measured,
         const TracePlanOptions& options)
@@ -59,6 +60,8 @@ struct Basis {
   // Per clock of the device and share kind (model::ShareKindOf): an op's time there over its
   // measured time, so a clock stretches an op the same whatever pack holds it.
   std::vector<std::array<double, model::kNumShareKinds>> stretch;
+  // Per GPU op of the trace, its work per µs where its operator's work is known (model::OpShare).
+  std::vector<model::KernelWork> work;
   // Per node, the durations plans are scored on: the analysis timeline's, one end of the
   // overhead correction's band, or the joint replay's for a rank of a job.
   std::span<const TimeNs> durations;
@@ -259,7 +262,6 @@ std::vector<PackModel> BuildModels(const Basis& b, const std::vector<packing::Pa
     int kind;  // model::ShareKindOf
   };
   std::unordered_map<uint32_t, OpInfo> info;  // by node
-  const std::vector<model::KernelWork> work = model::KernelWorkFromTrace(t, device);  // by GPU op
   std::map<int32_t, std::vector<std::pair<uint32_t, model::OpSpan>>> by_device;
   for (const auto& pack : packs) {
     for (auto v : pack.ops) {
@@ -267,7 +269,7 @@ std::vector<PackModel> BuildModels(const Basis& b, const std::vector<packing::Pa
       const std::string_view name = t.Name(t.gpu.name[op]);
       const int kind = model::ShareKindOfName(name);  // one classification of the name
       const auto cls = model::ShareKindClass(kind);
-      const double share = model::OpShare(device, work[op], trace::Blocks(t.gpu.launch[op]),
+      const double share = model::OpShare(device, b.work[op], trace::Blocks(t.gpu.launch[op]),
                                           trace::Threads(t.gpu.launch[op]), NsToS(a.durations[v.value()]),
                                           kind == model::kCudaCoreGemmShareKind);
       const TimeNs start = a.timeline.start[v.value()];

@@ -66,4 +66,8 @@ bool IsCudaCoreGemm(std::string_view name);
 // PyTorch's template arguments say it; Triton's generated names do not (false).
 bool IsHalfPrecision(std::string_view name);
 
+// A kernel whose name says it multiplies in TF32 ("tf32" in any case: cuBLAS/cuDNN xmma
+// `tf32f32`, CUTLASS `tf32gemm`): its work runs against the tf32 peak (kernel_work.h).
+bool IsTf32(std::string_view name);
+
 }  // namespace emo::model
