@@ -25,6 +25,8 @@ power_form_limits.py: no replay, overlapping ops not bounded.
 Leave-one-out within the fit set (--show): each group of fit loops (a ../shared workload, its
 ranks together; a kind of the sweep) fitted without it and scored, at the fit set's best row.
   python3 bench/research/flop_rate_power.py build/ci/tools/emo/emo ../shared [--show]
+With --proxy it prints only proxy_check's table (a stand-in for the work where shapes are absent)
+and stops.
 """
 import math, os, re, sys
 
@@ -150,6 +152,44 @@ def annotate(loop):
 
 for l in loops:
     annotate(l)
+
+
+def proxy_check():
+    """--proxy: can a kernel's launch and length stand in for its work where a trace has no shapes?
+    Candidate: u ~ u_sat x max(0, d - floor) / d (a fixed latency floor of a few µs, then the
+    mainloop at the sustained share of the sweep's largest GEMMs, u_sat per peak). Printed per loop
+    with known work: the time-weighted u against the candidate's, by peak."""
+    sat = {}
+    for l in loops:  # u_sat: the sweep's longest GEMM of each peak
+        if l["set"] == "kernels" and (l["config"] or "").startswith("gemm_"):
+            for o in l["ops"]:
+                if o.get("u") is not None:
+                    p = "fp32" if o["simt"] else ("tf32" if "tf32" in o["name"].lower() else "bf16")
+                    if o["dur"] > sat.get(p, (0, 0))[0]:
+                        sat[p] = (o["dur"], o["u"])
+    print("u_sat (the sweep's longest GEMM per peak): " +
+          ", ".join(f"{p} {u:.3f} ({d:.0f} µs)" for p, (d, u) in sorted(sat.items())))
+    for floor in (2.0, 3.0, 4.0):
+        print(f"\nfloor {floor} µs\n\n| set | loop | peak | kernel ms | u (shapes) | candidate |\n|---|---|---|---:|---:|---:|")
+        for l in loops:
+            if l["set"] == "kernels":
+                continue
+            acc = {}
+            for o in l["ops"]:
+                if o.get("u") is None:
+                    continue
+                p = "fp32" if o["simt"] else ("tf32" if "tf32" in o["name"].lower() else "bf16")
+                a = acc.setdefault(p, [0.0, 0.0, 0.0])
+                a[0] += o["dur"]
+                a[1] += o["u"] * o["dur"]
+                a[2] += sat[p][1] * max(0.0, o["dur"] - floor)
+            for p, (t, u, c) in sorted(acc.items()):
+                print(f"| {l['set']} | {l['name']} | {p} | {t / 1e3:.1f} | {u / t:.3f} | {c / t:.3f} |")
+
+
+if "--proxy" in sys.argv:
+    proxy_check()
+    sys.exit(0)
 
 
 def group(op):

@@ -9,12 +9,14 @@
 namespace emo::model {
 namespace {
 
-bool IsMatrixMultiply(int share_kind) {
+bool IsMatrixMultiplyKind(int share_kind) {
   return share_kind == kCudaCoreGemmShareKind || share_kind == static_cast<int>(KernelKind::kGemm) ||
          share_kind == static_cast<int>(KernelKind::kConv) || share_kind == static_cast<int>(KernelKind::kAttention);
 }
 
 }  // namespace
+
+bool IsMatrixMultiply(std::string_view kernel_name) { return IsMatrixMultiplyKind(ShareKindOfName(kernel_name)); }
 
 std::vector<KernelWork> KernelWorkFromTrace(const trace::Trace& trace, const DeviceModel& device) {
   const trace::GpuOpTable& gpu = trace.gpu;
@@ -30,7 +32,7 @@ std::vector<KernelWork> KernelWorkFromTrace(const trace::Trace& trace, const Dev
     const auto it = trace.op_work.find(gpu.external_id[i]);
     if (it == trace.op_work.end() || !(it->second.flops > 0.0)) continue;
     auto [m, inserted] = matmul_by_name.try_emplace(gpu.name[i].value(), false);
-    if (inserted) m->second = IsMatrixMultiply(ShareKindOfName(trace.Name(gpu.name[i])));
+    if (inserted) m->second = IsMatrixMultiply(trace.Name(gpu.name[i]));
     if (!m->second) continue;
     time_s[gpu.external_id[i]] += NsToS(gpu.end[i] - gpu.start[i]);
     ops.push_back(i);
@@ -49,6 +51,23 @@ std::vector<KernelWork> KernelWorkFromTrace(const trace::Trace& trace, const Dev
     out[i].cuda_core = cuda_core;
   }
   return out;
+}
+
+WorkCoverage CoverageOf(const trace::Trace& trace, const std::vector<KernelWork>& work) {
+  const trace::GpuOpTable& gpu = trace.gpu;
+  WorkCoverage c;
+  std::unordered_map<uint32_t, bool> matmul_by_name;
+  for (uint32_t i = 0; i < gpu.size(); ++i) {
+    if (gpu.kind[i] != trace::GpuKind::kKernel || gpu.end[i] <= gpu.start[i]) continue;
+    const double d = NsToS(gpu.end[i] - gpu.start[i]);
+    c.kernel_s += d;
+    auto [m, inserted] = matmul_by_name.try_emplace(gpu.name[i].value(), false);
+    if (inserted) m->second = IsMatrixMultiply(trace.Name(gpu.name[i]));
+    if (!m->second) continue;
+    c.matmul_s += d;
+    if (i < work.size() && work[i].Known()) c.known_s += d;
+  }
+  return c;
 }
 
 double OpShare(const DeviceModel& device, const KernelWork& work, int64_t blocks, int64_t threads_per_block,

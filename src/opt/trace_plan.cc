@@ -799,6 +799,8 @@ Result<TracePlan> PlanTrace(const analysis::TraceAnalysis& a, const model::Devic
   // Plans are made on `basis`: the model's times, or with a margin its extra times inflated; every
   // figure reported is scored on `nominal`, the model's own times.
   const Basis nominal(a, traced_device, plan.throttle_clock, options);
+  plan.work_coverage = model::CoverageOf(*a.trace, nominal.work);
+  plan.work_curves = device.work_power.known;
   const bool margin = options.time_margin > 0;
   const Basis basis = margin ? Inflated(nominal, 1.0 + options.time_margin) : nominal;
   plan.time_margin = options.time_margin;

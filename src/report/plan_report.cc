@@ -21,8 +21,13 @@ json PointJson(const opt::PlanPoint& baseline, const opt::PlanPoint& p) {
 
 json NullIfNegative(double x) { return x < 0 ? json(nullptr) : json(x); }
 
-// The caveats a reader must see beside the numbers: the timeline's confidence, the device check
-// and the power limit.
+// The shapes warning: matrix multiplies are at least this share of the kernel time, and their
+// work is known for less than this share of theirs.
+constexpr double kMatmulWarnShare = 0.1;
+constexpr double kKnownWorkWarnShare = 0.5;
+
+// The caveats a reader must see beside the numbers: the timeline's confidence, the device check,
+// the power limit and GEMM work the model cannot see.
 std::vector<std::string> Warnings(const opt::PlannedTrace& pt) {
   const auto& a = *pt.analysis;
   const auto& plan = pt.plan;
@@ -74,6 +79,20 @@ std::vector<std::string> Warnings(const opt::PlannedTrace& pt) {
   }
   if (const auto* f = opt::FragileTime(plan)) {
     w.push_back(opt::FragileTimeWarning(plan, *f));
+  }
+  const model::WorkCoverage& wc = plan.work_coverage;
+  if (plan.work_curves && wc.matmul_s >= kMatmulWarnShare * wc.kernel_s && wc.KnownShare() < kKnownWorkWarnShare) {
+    w.push_back(fmt::format(
+        "the model knows no work for {:.0f} % of the trace's matrix-multiply kernel time ({:.1f} of {:.1f} ms; "
+        "{:.0f} % of all kernel time): their operators have no shapes in the trace, or are ones whose work EMO does "
+        "not derive (cuDNN RNNs), so those kernels draw their class's average power instead of their work's "
+        "(docs/model.md 6a), which left H200 loops without shapes off by up to 15 % (BENCHMARKS.md, Order 8); {}",
+        100.0 * (1.0 - wc.KnownShare()), 1e3 * (wc.matmul_s - wc.known_s), 1e3 * wc.matmul_s,
+        100.0 * wc.matmul_s / wc.kernel_s,
+        a.trace->meta.format == "kineto-json"
+            ? "profile with record_shapes=True where it is missing"
+            : "this trace format carries no operator shapes (an EMO trace's CUPTI records have no arguments): a "
+              "PyTorch-profiler trace of the same program with record_shapes=True gives them"));
   }
   return w;
 }
@@ -182,6 +201,11 @@ json PlanToJson(const opt::PlannedTrace& pt) {
   j["model"] = {{"device", plan.device},
                 {"source", plan.model_source},
                 {"note", "energies are predictions of the device model, not measurements"},
+                {"matmul_work", {{"work_curves", plan.work_curves},
+                                 {"kernel_ms", 1e3 * plan.work_coverage.kernel_s},
+                                 {"matmul_ms", 1e3 * plan.work_coverage.matmul_s},
+                                 {"known_ms", 1e3 * plan.work_coverage.known_s},
+                                 {"known_pct", 100.0 * plan.work_coverage.KnownShare()}}},
                 {"device_check", {{"outcome", model::DeviceCheckName(pt.device_check.outcome)},
                                   {"trace_gpu", pt.device_check.trace_gpu},
                                   {"model_gpu", d.gpu},

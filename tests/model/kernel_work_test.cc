@@ -73,9 +73,20 @@ TEST(KernelWorkTest, AnOperatorsWorkIsSpreadOverItsMatrixKernelsByTheirPeak) {
   EXPECT_FALSE(w[6].Known());
   EXPECT_FALSE(w[7].Known());
 
+  // Coverage: 20 µs of kernels, 19 of them matrix multiplies (all but the add), 17 with known work
+  // (the last two GEMMs have none).
+  const WorkCoverage c = CoverageOf(t, w);
+  EXPECT_NEAR(c.kernel_s, 20e-6, 1e-15);
+  EXPECT_NEAR(c.matmul_s, 19e-6, 1e-15);
+  EXPECT_NEAR(c.known_s, 17e-6, 1e-15);
+  EXPECT_NEAR(c.KnownShare(), 17.0 / 19.0, 1e-12);
+
   DeviceModel none = WorkDevice();
   none.work_power = {};
-  for (const KernelWork& k : KernelWorkFromTrace(t, none)) EXPECT_FALSE(k.Known());
+  const std::vector<KernelWork> unknown = KernelWorkFromTrace(t, none);
+  for (const KernelWork& k : unknown) EXPECT_FALSE(k.Known());
+  EXPECT_DOUBLE_EQ(CoverageOf(t, unknown).known_s, 0.0);
+  EXPECT_DOUBLE_EQ(WorkCoverage{}.KnownShare(), 1.0);  // no matrix multiplies: nothing unseen
 }
 
 TEST(KernelWorkTest, WorkShareIsTheCurveOverTheComputeClassPower) {

@@ -11,6 +11,7 @@
 
 #include <cmath>
 #include <limits>
+#include <string_view>
 #include <vector>
 
 #include "emo/model/device.h"
@@ -30,6 +31,20 @@ struct KernelWork {
 // One entry per GPU operation of `trace` (its gpu table's order); all unknown when the device
 // file has no work_power or the trace no operator work.
 std::vector<KernelWork> KernelWorkFromTrace(const trace::Trace& trace, const DeviceModel& device);
+
+// How much of a trace's matrix-multiply kernel time the work curves see: a trace without
+// record_shapes (or a device file without work_power) leaves every such kernel at its class's
+// average power, which is what the plan report warns of.
+struct WorkCoverage {
+  double kernel_s = 0;  // summed duration of the trace's kernels
+  double matmul_s = 0;  // of which matrix-multiply kernels' (IsMatrixMultiply)
+  double known_s = 0;   // of which their work per µs is known
+  double KnownShare() const { return matmul_s > 0 ? known_s / matmul_s : 1.0; }
+};
+// Whether a kernel name's share kind is a matrix multiply's (GEMM, convolution, attention,
+// CUDA-core GEMM): the kernels whose power follows their work.
+bool IsMatrixMultiply(std::string_view kernel_name);
+WorkCoverage CoverageOf(const trace::Trace& trace, const std::vector<KernelWork>& work);
 
 // The share (KernelShare's units) of one GPU op: WorkShare where its work is known, else the
 // KernelShare of its launch configuration and duration.

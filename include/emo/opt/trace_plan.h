@@ -23,6 +23,7 @@
 #include "emo/analysis/analyze.h"
 #include "emo/base/status.h"
 #include "emo/model/device.h"
+#include "emo/model/kernel_work.h"
 #include "emo/opt/solver.h"
 #include "emo/packing/packer.h"
 
@@ -138,6 +139,10 @@ struct TracePlan {
   // steady iteration at the recorded clock at the cap power (the limiter held it) or at most
   // there (the default clock held); every energy of the plan is computed with it.
   double trace_power_scale = 1.0;
+  // The trace's matrix-multiply kernel time and how much of it the device's work curves see
+  // (model::CoverageOf); work_curves: the device file has them (DeviceModel::work_power).
+  model::WorkCoverage work_coverage;
+  bool work_curves = false;
   // The device model the plan's energies were computed with.
   model::DeviceModel PlannedDevice(const model::DeviceModel& d) const {
     model::DeviceModel out = d;
