@@ -281,7 +281,11 @@ bool IsCudaCoreGemm(std::string_view name) {
   return false;
 }
 
-bool IsTf32(std::string_view name) { return Lower(name).find("tf32") != std::string::npos; }
+bool IsTf32(std::string_view name) {
+  // CUTLASS names fp32 tensor-core kernels by their TF32 instruction, m16n8k8 on fp32 ("s1688").
+  const std::string lower = Lower(name);
+  return lower.find("tf32") != std::string::npos || lower.find("tensorop_s1688") != std::string::npos;
+}
 
 bool IsHalfPrecision(std::string_view name) {
   const std::string lower = Lower(name);

@@ -78,6 +78,23 @@ std::optional<double> ConvFlops(const Dims& input, const Dims& weight, std::stri
   return work;
 }
 
+// A cuDNN RNN's forward work (LSTM, GRU, plain RNN; any layers, directions, projection): every
+// token passes every weight matrix of every layer and direction once, 2 FLOPs per weight element,
+// so 2 x tokens x the flat weight buffer's size (its biases count too: 0.1 % of an LSTM's of 1024
+// units). input: [T, B, I] or [B, T, I], or [tokens, I] for a packed sequence.
+std::optional<double> RnnFlops(const Dims& input, const Dims& weight_buf) {
+  if (!Positive(weight_buf, 1)) return std::nullopt;
+  double tokens = 0;
+  if (Positive(input, 3)) {
+    tokens = static_cast<double>(input[0]) * static_cast<double>(input[1]);
+  } else if (Positive(input, 2)) {
+    tokens = static_cast<double>(input[0]);
+  } else {
+    return std::nullopt;
+  }
+  return 2.0 * tokens * static_cast<double>(weight_buf[0]);
+}
+
 std::string_view At(const std::vector<std::string>& v, size_t i) { return i < v.size() ? v[i] : std::string_view(); }
 
 const Dims& DimsAt(const std::vector<Dims>& v, size_t i) {
@@ -113,6 +130,17 @@ std::optional<double> Flops(std::string_view name, const std::vector<Dims>& d, c
     const std::vector<bool> mask = Booleans(At(c, 10));
     const int grads = mask.size() >= 2 ? static_cast<int>(mask[0]) + static_cast<int>(mask[1]) : 2;
     return *f * grads;
+  }
+  // (input, weight list, weight_stride0, weight_buf, hx, cx, ...): the list itself has no sizes.
+  if (name == "aten::_cudnn_rnn") return RnnFlops(DimsAt(d, 0), DimsAt(d, 3));
+  if (name == "aten::_cudnn_rnn_backward") {
+    // (... the forward's arguments ..., reserve, output_mask [input, hx, cx, weight]): the data
+    // gradient runs back through every step whatever the mask (the recurrence needs it), as much
+    // work as the forward; the weight gradient as much again.
+    const std::optional<double> f = RnnFlops(DimsAt(d, 0), DimsAt(d, 3));
+    if (!f) return std::nullopt;
+    const std::vector<bool> mask = Booleans(At(c, 21));
+    return *f * (mask.size() == 4 && !mask[3] ? 1.0 : 2.0);
   }
   if (name.find("attention") != std::string_view::npos) {
     std::vector<const Dims*> four;
@@ -159,7 +187,8 @@ bool HasOperatorWork(std::string_view name) {
     case 'c':
       return op == "cudnn_convolution" || op == "convolution" || op == "convolution_backward";
     case '_':
-      return op == "_addmm_activation" || op == "_convolution" || op.find("attention") != npos;
+      return op == "_addmm_activation" || op == "_convolution" || op == "_cudnn_rnn" || op == "_cudnn_rnn_backward" ||
+             op.find("attention") != npos;
     case 's':
       return op.find("attention") != npos;
     default:

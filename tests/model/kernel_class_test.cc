@@ -254,3 +254,24 @@ TEST(KernelClassTest, CudaCoreGemmsByName) {
 }
 
 }  // namespace emo::model
+
+namespace emo::model {
+
+// TF32 by name: cuBLAS/cuDNN's tf32 in any case, and CUTLASS's fp32 tensor-core instruction
+// (s1688, cuDNN's RNN and convolution kernels); not fp32 on the CUDA cores, nor 16-bit.
+TEST(KernelClassTest, Tf32ByName) {
+  for (const char* n : {"sm90_xmma_gemm_f32f32_tf32f32_f32_nn_n_tilesize64x64x32_warpgroupsize1x1x1",
+                        "void cutlass::Kernel2<cutlass_80_tensorop_s1688gemm_64x64_32x6_nn_align4>(Params)",
+                        "void cutlass__5x_cudnn::Kernel<cutlass_tensorop_s1688dgrad_optimized_tf32_64x64_16x10_nhwc_align4>",
+                        "cutlass_tensorop_s1688fprop_optimized_64x64_16x10_nhwc_align4"}) {
+    EXPECT_TRUE(IsTf32(n)) << n;
+  }
+  for (const char* n : {"sm80_xmma_gemm_f32f32_f32f32_f32_nn_n_tilesize128x128x8_stage3_warpsize2x2x1_ffma",
+                        "void cutlass::Kernel2<cutlass_80_simt_sgemm_128x64_8x5_nn_align1>(Params)",
+                        "void cutlass::Kernel2<cutlass_80_tensorop_h1688gemm_64x64_32x6_nn_align8>(Params)",
+                        "nvjet_sm90_tst_128x64_64x8_1x2_h_bz_NNT"}) {
+    EXPECT_FALSE(IsTf32(n)) << n;
+  }
+}
+
+}  // namespace emo::model

@@ -27,6 +27,33 @@ TEST(OperatorWorkTest, MatrixProducts) {
                    2.0 * 4096 * 1024 * 4096);
 }
 
+TEST(OperatorWorkTest, CudnnRnn) {
+  // data/h200_heldout2 lstm_lm: a 2-layer LSTM of 1024 units over [32, 64, 512] (batch first);
+  // the weight list (a TensorList) has no sizes, the flat buffer 14,696,448 elements.
+  const Dims fwd{{32, 64, 512}, {}, {}, {14696448}, {2, 32, 1024}, {2, 32, 1024}, {}, {}, {}, {}, {}, {}};
+  const OpWork f = OperatorWork("aten::_cudnn_rnn", fwd, Strings{"", "", "4", "", "", "", "2", "1024", "0", "2", "True"},
+                                Strings{"float", "TensorList", "Scalar", "float"});
+  EXPECT_DOUBLE_EQ(f.flops, 2.0 * 32 * 64 * 14696448);
+  EXPECT_EQ(f.precision, OpPrecision::kFp32);
+  // A packed sequence: [tokens, input size].
+  EXPECT_DOUBLE_EQ(OperatorWork("aten::_cudnn_rnn", Dims{{100, 8}, {}, {}, {1000}}, {}, {}).flops, 2.0 * 100 * 1000);
+  // Backward: output_mask (argument 21) [input, hx, cx, weight]; with the weight gradient twice
+  // the forward, without it once.
+  Dims bwd(22);
+  bwd[0] = {32, 64, 512};
+  bwd[3] = {14696448};
+  Strings c(22);
+  c[21] = "[True, False, False, True]";
+  EXPECT_DOUBLE_EQ(OperatorWork("aten::_cudnn_rnn_backward", bwd, c, {}).flops, 2.0 * f.flops);
+  c[21] = "[True, False, False, False]";
+  EXPECT_DOUBLE_EQ(OperatorWork("aten::_cudnn_rnn_backward", bwd, c, {}).flops, f.flops);
+  // No flat buffer (weights not flattened): unknown.
+  EXPECT_EQ(OperatorWork("aten::_cudnn_rnn", Dims{{32, 64, 512}, {}, {}, {}}, {}, {}).flops, 0.0);
+  EXPECT_TRUE(HasOperatorWork("aten::_cudnn_rnn"));
+  EXPECT_TRUE(HasOperatorWork("aten::_cudnn_rnn_backward"));
+  EXPECT_FALSE(HasOperatorWork("aten::lstm"));  // its kernels carry _cudnn_rnn's External id
+}
+
 TEST(OperatorWorkTest, ShapesThatDoNotMultiplyGiveNoWork) {
   EXPECT_EQ(OperatorWork("aten::mm", Dims{{32, 100}, {99, 512}}, {}, {}).flops, 0.0);  // inner sizes differ
   EXPECT_EQ(OperatorWork("aten::mm", Dims{{32, 100}}, {}, {}).flops, 0.0);             // one input missing

@@ -67,7 +67,9 @@ bool IsCudaCoreGemm(std::string_view name);
 bool IsHalfPrecision(std::string_view name);
 
 // A kernel whose name says it multiplies in TF32 ("tf32" in any case: cuBLAS/cuDNN xmma
-// `tf32f32`, CUTLASS `tf32gemm`): its work runs against the tf32 peak (kernel_work.h).
+// `tf32f32`, CUTLASS `tf32gemm`; or CUTLASS's fp32 tensor-core instruction, `tensorop_s1688`, as
+// cuDNN's RNN and convolution kernels name it): its work runs against the tf32 peak
+// (kernel_work.h).
 bool IsTf32(std::string_view name);
 
 }  // namespace emo::model

@@ -4,7 +4,7 @@
 // Research behind it: a kernel's power follows the work it does per µs, on one curve for the
 // tensor cores and one for the CUDA cores (bench/research/flop_rate_power.py, BENCHMARKS.md
 // Order 8 "A kernel's work per µs"). The Kineto reader keeps each such operator's work
-// (Trace::op_work); the pack model does not use it yet (docs/model.md §6a).
+// (Trace::op_work); the model's work curves use it (model/kernel_work.h, docs/model.md §6a).
 #pragma once
 
 #include <cstdint>
@@ -37,7 +37,9 @@ bool HasOperatorWork(std::string_view name);
 // cudnn_convolution, convolution, _convolution (not transposed), convolution_backward (the input
 // and weight gradients its output mask asks for), and attention forward and backward (an aten::
 // operator whose name holds "attention": 4·B·H·Sq·Sk·D forward, 2.5 times that backward; a causal
-// mask is not seen, so a causal attention's work is counted twice). Anything else, and shapes that
+// mask is not seen, so a causal attention's work is counted twice), and cuDNN RNNs
+// (aten::_cudnn_rnn: 2 x tokens x the flat weight buffer's size; _cudnn_rnn_backward: twice that
+// with the weight gradient, once without). Anything else, and shapes that
 // do not fit the operator, give flops 0. An operator and the ones it calls each get their own
 // work (aten::convolution, _convolution, cudnn_convolution): a kernel carries the External id of
 // the innermost.
