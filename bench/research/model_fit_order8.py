@@ -13,7 +13,10 @@ linear in each class's activity above the idle one: E = E_idle + sum_c (a_c - a_
 and every R_c are read from emo itself (variant device files), so the fit uses emo's own
 classification, kernel shares and busy times. Least squares on relative error: linear over the samples whose
 measured power is below 97 % of the cap power, then refined over all with the cap applied.
-  python3 bench/research/model_fit_order8.py [emo] [shared] [--write devices/h200.json]
+  python3 bench/research/model_fit_order8.py [emo] [shared] [--base FILE] [--sweep DIR] [--sweep-only]
+                                            [--write devices/h200.json]
+(--base: the device file fitted, default devices/h200.json; --sweep: the kernel sweep, default
+data/h200_kernels; --sweep-only: the sweep alone, for another GPU than ../shared's H200 traces)
 prints the grid, the fit and its errors; --write puts the best grid point (least rms error) and its
 fit into that device file (a copy of devices/h200.json when it does not exist; the numbers it does
 not fit are devices/derive_h200.py's).
@@ -28,26 +31,38 @@ POOL = ThreadPoolExecutor(max_workers=os.cpu_count() or 2)
 
 here = os.path.dirname(os.path.abspath(__file__))
 repo = os.path.dirname(os.path.dirname(here))
-args = [a for a in sys.argv[1:] if not a.startswith("--write")]
-write_to = sys.argv[sys.argv.index("--write") + 1] if "--write" in sys.argv else None
-if write_to:
-    args.remove(write_to)
+
+
+def option(name, default=None):
+    if name in sys.argv:
+        i = sys.argv.index(name)
+        value = sys.argv[i + 1]
+        del sys.argv[i:i + 2]
+        return value
+    return default
+
+
+write_to = option("--write")
+base_path = option("--base", f"{repo}/devices/h200.json")
+sweep = option("--sweep", f"{repo}/data/h200_kernels")
+sweep_only = "--sweep-only" in sys.argv
+args = [a for a in sys.argv[1:] if not a.startswith("--")]
 emo = args[0] if len(args) > 0 else f"{repo}/build/release/tools/emo/emo"
 shared = args[1] if len(args) > 1 else f"{repo}/../shared"
 A_HI = 0.3  # an activity above the idle one (W/MHz), for the responses
 
-dev = json.load(open(f"{repo}/devices/h200.json"))
+dev = json.load(open(base_path))
 idle_act = None  # a_idle: the activity at which a class draws idle power (from emo's variant run)
 
 samples = []  # (name, trace, step_ms or None, measured J, measured W)
-kp = json.load(open(f"{repo}/data/h200_kernels/measured.json"))
+kp = json.load(open(f"{sweep}/measured.json"))
 for n, c in sorted(kp["configs"].items()):
-    samples.append((n, f"{repo}/data/h200_kernels/{n}.json.gz", 1e3 * c["iter_s"], c["energy_per_iter_j"], c["avg_power_w"]))
-m = json.load(open(f"{shared}/traces/h200/measured.json"))
-for n, t in list(m["workloads"].items()) + list(m.get("multi_gpu", {}).items()):
+    samples.append((n, f"{sweep}/{n}.json.gz", 1e3 * c["iter_s"], c["energy_per_iter_j"], c["avg_power_w"]))
+m = {} if sweep_only else json.load(open(f"{shared}/traces/h200/measured.json"))
+for n, t in list(m.get("workloads", {}).items()) + list(m.get("multi_gpu", {}).items()):
     samples.append((n, f"{shared}/traces/h200/{n}.json.gz", 1e3 * t["energy_per_iter_j"] / t["avg_power_w"],
                     t["energy_per_iter_j"], t["avg_power_w"]))
-for n in ["train_loop", "train_loop_nvtx", "decode_loop"]:
+for n in [] if sweep_only else ["train_loop", "train_loop_nvtx", "decode_loop"]:
     a = json.loads(subprocess.run([emo, "analyze", f"{repo}/data/h200_emo/{n}.emotrace", "--json", "-"],
                                   capture_output=True, text=True, check=True).stdout)
     g = a["measured_energy"]["gpus"][0]
@@ -62,7 +77,7 @@ _count = [0]
 
 def variant(acts, occ, cuda_share=1.0):
     d = copy.deepcopy(dev)
-    d["activity_scale"]["value"] = 1.0
+    d["activity_scale"] = {"value": 1.0, "source": "fit probe"}
     d["cap_power_w"]["value"] = 1e6
     d["power_limit_w"]["value"] = 1e6
     for k in ("sm_count", "saturation_warps", "kernel_ramp_us"):  # the file's own, from an earlier fit
@@ -85,7 +100,7 @@ def energy(devfile, s):
 
 
 # a_idle: every class at 0 is clamped to idle; two activities above it give the slope.
-probe = next(s for s in samples if s[0] == "gpt_train")
+probe = next(s for s in samples if s[0] in ("gpt_train", "gemm_bf16_1024"))
 e_zero, _ = energy(variant({}, {}), probe)
 e_a, _ = energy(variant({c: 0.2 for c in classes}, {}), probe)
 e_b, _ = energy(variant({c: A_HI for c in classes}, {}), probe)
@@ -157,10 +172,12 @@ for row, e in zip(rows, errs):
     print(f"| {s[0]} | {s[3]:.3f} | {s[3] * (1 + e / 100):.3f} | {e:+.1f} % |")
 
 if write_to:
-    cmd = "python3 bench/research/model_fit_order8.py EMO SHARED --write " + os.path.relpath(write_to, repo)
+    rel = os.path.relpath
+    cmd = (f"python3 bench/research/model_fit_order8.py EMO SHARED --base {rel(base_path, repo)} --sweep "
+           f"{rel(sweep, repo)}{' --sweep-only' if sweep_only else ''} --write {rel(write_to, repo)}")
+    sets = rel(sweep, repo) + ("" if sweep_only else ", ../shared/traces/h200, data/h200_emo")
     src = (f"least-squares fit of the predicted to the measured energy per iteration at the default clock, "
-           f"{len(rows)} loops (data/h200_kernels, ../shared/traces/h200, data/h200_emo; rms error {rms:.1f} %), "
-           f"after devices/derive_h200.py: `{cmd}`")
+           f"{len(rows)} loops ({sets}; rms error {rms:.1f} %), on {rel(base_path, repo)}: `{cmd}`")
     d = json.load(open(write_to)) if os.path.exists(write_to) else copy.deepcopy(dev)
     for c, v in (("compute", fit["compute"]), ("memory", fit["memory_and_other"]), ("other", fit["memory_and_other"])):
         d["classes"][c]["activity_w_per_mhz"] = {"value": round(v, 5), "source": src + (
@@ -169,8 +186,8 @@ if write_to:
     d["activity_scale"] = {"value": 1.0, "source": "1: the class activities are fitted on measured energies "
                                                    "directly (classes.*.activity_w_per_mhz)"}
     d["cuda_core_gemm_share"] = {"value": round(fit["cuda_core_gemm_share"], 3), "source": src}
-    d["sm_count"] = {"value": 132, "source": "the H200 traces' Kineto kernel field \"blocks per SM\" = grid blocks / "
-                                            "132 (e.g. 128 blocks -> 0.969697); H200 SXM has 132 SMs"}
+    d["sm_count"] = {"value": 132, "source": f"the {dev['gpu']} traces' Kineto kernel field \"blocks per SM\" = "
+                                            "grid blocks / 132 (e.g. 128 blocks -> 0.969697): 132 SMs"}
     d["kernel_ramp_us"] = {"value": occ["kernel_ramp_us"], "assumption": True,
                            "reasoning": "a form, not a measurement: the grid point (0, 3, 6, 10, 15 us) with the "
                                         "least rms error; kernels of a few us (launch-bound loops) draw far less "

@@ -20,7 +20,9 @@ file whose aten::mm / aten::bmm operators get the "Input Dims" and "Input type" 
 gives them (sweep_shapes below); the trace's timings are untouched and nothing is written back.
 The held-out sets (data/h200_heldout*) are never read here (bench/model_energy_h200.sh scores
 them).
-  python3 bench/research/work_power_fit.py [emo] [shared] [--base FILE] [--sweep DIR] [--write FILE]
+  python3 bench/research/work_power_fit.py [emo] [shared] [--base FILE] [--sweep DIR] [--sweep-only] [--write FILE]
+--sweep-only leaves ../shared/traces/h200 out: for another GPU's sweep (data/h100_kernels, traced
+with shapes, so nothing is injected there).
 """
 import copy, gzip, json, os, re, subprocess, sys, tempfile
 from concurrent.futures import ThreadPoolExecutor
@@ -42,13 +44,14 @@ repo = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 base_path = option("--base", f"{repo}/devices/h200.json")
 write_to = option("--write")
 sweep = option("--sweep", f"{repo}/data/h200_kernels")
+sweep_only = "--sweep-only" in sys.argv  # the sweep alone (another GPU than ../shared's H200 traces)
 args = [a for a in sys.argv[1:] if not a.startswith("--")]
 emo = args[0] if args else f"{repo}/build/ci/tools/emo/emo"
 shared = args[1] if len(args) > 1 else f"{repo}/../shared"
 
 PEAKS = {  # TFLOP/s, dense
     "peak_tflops_16bit": 989.4, "peak_tflops_tf32": 494.7, "peak_tflops_fp32": 66.9}
-PEAK_SOURCE = ("NVIDIA H200 SXM data sheet, dense figures (bf16/fp16 1,979 and tf32 989 TFLOP/s with "
+PEAK_SOURCE = ("NVIDIA H100/H200 SXM data sheets (the same GH100 compute), dense figures (bf16/fp16 1,979 and tf32 989 TFLOP/s with "
                "sparsity, halved; fp32 67 TFLOP/s on the CUDA cores)")
 K = 300.0  # W: the response probe of each power
 POOL = ThreadPoolExecutor(max_workers=os.cpu_count() or 2)
@@ -95,8 +98,8 @@ samples = []  # (name, trace, step s, measured J, measured W)
 kp = json.load(open(f"{sweep}/measured.json"))
 for n, c in sorted(kp["configs"].items()):
     samples.append((n, with_shapes(f"{sweep}/{n}.json.gz", n), c["iter_s"], c["energy_per_iter_j"], c["avg_power_w"]))
-m = json.load(open(f"{shared}/traces/h200/measured.json"))
-for n, t in list(m["workloads"].items()) + list(m.get("multi_gpu", {}).items()):
+m = {} if sweep_only else json.load(open(f"{shared}/traces/h200/measured.json"))
+for n, t in list(m.get("workloads", {}).items()) + list(m.get("multi_gpu", {}).items()):
     samples.append((n, f"{shared}/traces/h200/{n}.json.gz", t["energy_per_iter_j"] / t["avg_power_w"],
                     t["energy_per_iter_j"], t["avg_power_w"]))
 
@@ -185,10 +188,11 @@ if not all(any(abs(r[i]) > 1e-12 for r in rows_of[gamma]) for i in (1, 3)):
 
 if write_to:
     cmd = (f"python3 bench/research/work_power_fit.py EMO SHARED --base {os.path.relpath(base_path, repo)} "
-           f"--sweep {os.path.relpath(sweep, repo)} --write FILE")
+           f"--sweep {os.path.relpath(sweep, repo)}{' --sweep-only' if sweep_only else ''} --write FILE")
     src = (f"least-squares fit of the predicted to the measured energy per iteration at the default clock through "
            f"emo's pipeline, {len(informed)} loops whose operator work is known ({os.path.relpath(sweep, repo)} with "
-           f"each GEMM/bmm config's shapes, ../shared/traces/h200 with record_shapes; rms error {rms:.1f} %), gamma "
+           f"each GEMM/bmm config's shapes{'' if sweep_only else ', ../shared/traces/h200 with record_shapes'}; "
+           f"rms error {rms:.1f} %), gamma "
            f"{gamma} the best of 0.5, 0.75, 1: `{cmd}`")
     d = copy.deepcopy(base)
     d["work_power"] = {k: {"value": v, "source": PEAK_SOURCE} for k, v in PEAKS.items()}
