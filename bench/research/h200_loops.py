@@ -24,6 +24,16 @@ def command_line():
     return repo, emo, shared
 
 
+def option(name, default=None):
+    """The value after `name` on the command line (removed from sys.argv with it), or default."""
+    if name in sys.argv:
+        i = sys.argv.index(name)
+        value = sys.argv[i + 1]
+        del sys.argv[i:i + 2]
+        return value
+    return default
+
+
 def device(repo):
     """(idle W, cap W) of devices/h200.json."""
     dev = json.load(open(f"{repo}/devices/h200.json"))

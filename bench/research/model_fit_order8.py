@@ -25,22 +25,13 @@ import copy, json, os, subprocess, sys, tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from lsq import solve  # noqa: E402
+from h200_loops import option  # noqa: E402
 from concurrent.futures import ThreadPoolExecutor
 
 POOL = ThreadPoolExecutor(max_workers=os.cpu_count() or 2)
 
 here = os.path.dirname(os.path.abspath(__file__))
 repo = os.path.dirname(os.path.dirname(here))
-
-
-def option(name, default=None):
-    if name in sys.argv:
-        i = sys.argv.index(name)
-        value = sys.argv[i + 1]
-        del sys.argv[i:i + 2]
-        return value
-    return default
-
 
 write_to = option("--write")
 base_path = option("--base", f"{repo}/devices/h200.json")

@@ -29,16 +29,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from lsq import solve  # noqa: E402
-
-
-def option(name, default=None):
-    if name in sys.argv:
-        i = sys.argv.index(name)
-        value = sys.argv[i + 1]
-        del sys.argv[i:i + 2]
-        return value
-    return default
-
+from h200_loops import option  # noqa: E402
 
 repo = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 base_path = option("--base", f"{repo}/devices/h200.json")
