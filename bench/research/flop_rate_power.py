@@ -154,6 +154,11 @@ for l in loops:
     annotate(l)
 
 
+def peak_name(op):
+    """The peak an annotated op's u is read against: fp32 (CUDA cores), tf32 or bf16."""
+    return "fp32" if op["simt"] else ("tf32" if "tf32" in op["name"].lower() else "bf16")
+
+
 def proxy_check():
     """--proxy: can a kernel's launch and length stand in for its work where a trace has no shapes?
     Candidate: u ~ u_sat x max(0, d - floor) / d (a fixed latency floor of a few µs, then the
@@ -164,7 +169,7 @@ def proxy_check():
         if l["set"] == "kernels" and (l["config"] or "").startswith("gemm_"):
             for o in l["ops"]:
                 if o.get("u") is not None:
-                    p = "fp32" if o["simt"] else ("tf32" if "tf32" in o["name"].lower() else "bf16")
+                    p = peak_name(o)
                     if o["dur"] > sat.get(p, (0, 0))[0]:
                         sat[p] = (o["dur"], o["u"])
     print("u_sat (the sweep's longest GEMM per peak): " +
@@ -178,7 +183,7 @@ def proxy_check():
             for o in l["ops"]:
                 if o.get("u") is None:
                     continue
-                p = "fp32" if o["simt"] else ("tf32" if "tf32" in o["name"].lower() else "bf16")
+                p = peak_name(o)
                 a = acc.setdefault(p, [0.0, 0.0, 0.0])
                 a[0] += o["dur"]
                 a[1] += o["u"] * o["dur"]

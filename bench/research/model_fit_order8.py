@@ -32,7 +32,6 @@ POOL = ThreadPoolExecutor(max_workers=os.cpu_count() or 2)
 
 here = os.path.dirname(os.path.abspath(__file__))
 repo = os.path.dirname(os.path.dirname(here))
-
 write_to = option("--write")
 base_path = option("--base", f"{repo}/devices/h200.json")
 sweep = option("--sweep", f"{repo}/data/h200_kernels")

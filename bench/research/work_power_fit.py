@@ -42,8 +42,8 @@ shared = args[1] if len(args) > 1 else f"{repo}/../shared"
 
 PEAKS = {  # TFLOP/s, dense
     "peak_tflops_16bit": 989.4, "peak_tflops_tf32": 494.7, "peak_tflops_fp32": 66.9}
-PEAK_SOURCE = ("NVIDIA H100/H200 SXM data sheets (the same GH100 compute), dense figures (bf16/fp16 1,979 and tf32 989 TFLOP/s with "
-               "sparsity, halved; fp32 67 TFLOP/s on the CUDA cores)")
+PEAK_SOURCE = ("NVIDIA H100/H200 SXM data sheets (the same GH100 compute), dense figures (bf16/fp16 1,979 and "
+               "tf32 989 TFLOP/s with sparsity, halved; fp32 67 TFLOP/s on the CUDA cores)")
 K = 300.0  # W: the response probe of each power
 POOL = ThreadPoolExecutor(max_workers=os.cpu_count() or 2)
 

@@ -14,6 +14,28 @@ bool IsMatrixMultiplyKind(int share_kind) {
          share_kind == static_cast<int>(KernelKind::kConv) || share_kind == static_cast<int>(KernelKind::kAttention);
 }
 
+// The name rules of a trace's kernels, each name classified once (names repeat by the thousand).
+class NameRules {
+ public:
+  struct Rules {
+    bool matmul = false;  // IsMatrixMultiply
+    bool tf32 = false;    // IsTf32
+  };
+  explicit NameRules(const trace::Trace& trace) : trace_(trace) {}
+  const Rules& Of(uint32_t op) {
+    auto [it, inserted] = by_name_.try_emplace(trace_.gpu.name[op].value());
+    if (inserted) {
+      const std::string_view name = trace_.Name(trace_.gpu.name[op]);
+      it->second = {IsMatrixMultiply(name), IsTf32(name)};
+    }
+    return it->second;
+  }
+
+ private:
+  const trace::Trace& trace_;
+  std::unordered_map<uint32_t, Rules> by_name_;
+};
+
 }  // namespace
 
 bool IsMatrixMultiply(std::string_view kernel_name) { return IsMatrixMultiplyKind(ShareKindOfName(kernel_name)); }
@@ -24,16 +46,14 @@ std::vector<KernelWork> KernelWorkFromTrace(const trace::Trace& trace, const Dev
   const WorkPower& w = device.work_power;
   if (!w.known || trace.op_work.empty()) return out;
   // The matrix-multiply kernels of each operator with known work, and their summed duration.
-  std::unordered_map<uint32_t, bool> matmul_by_name;  // names repeat: classify once
-  std::unordered_map<int64_t, double> time_s;          // by External id
+  NameRules rules(trace);
+  std::unordered_map<int64_t, double> time_s;  // by External id
   std::vector<uint32_t> ops;
   for (uint32_t i = 0; i < gpu.size(); ++i) {
     if (gpu.kind[i] != trace::GpuKind::kKernel || gpu.external_id[i] < 0 || gpu.end[i] <= gpu.start[i]) continue;
     const auto it = trace.op_work.find(gpu.external_id[i]);
     if (it == trace.op_work.end() || !(it->second.flops > 0.0)) continue;
-    auto [m, inserted] = matmul_by_name.try_emplace(gpu.name[i].value(), false);
-    if (inserted) m->second = IsMatrixMultiply(trace.Name(gpu.name[i]));
-    if (!m->second) continue;
+    if (!rules.Of(i).matmul) continue;
     time_s[gpu.external_id[i]] += NsToS(gpu.end[i] - gpu.start[i]);
     ops.push_back(i);
   }
@@ -41,7 +61,7 @@ std::vector<KernelWork> KernelWorkFromTrace(const trace::Trace& trace, const Dev
     const trace::OpWork& work = trace.op_work.at(gpu.external_id[i]);
     double peak = w.peak_16bit_flops;
     bool cuda_core = false;
-    if (IsTf32(trace.Name(gpu.name[i]))) {
+    if (rules.Of(i).tf32) {
       peak = w.peak_tf32_flops;
     } else if (work.precision == trace::OpPrecision::kFp32) {
       peak = w.peak_fp32_flops;
@@ -56,14 +76,12 @@ std::vector<KernelWork> KernelWorkFromTrace(const trace::Trace& trace, const Dev
 WorkCoverage CoverageOf(const trace::Trace& trace, const std::vector<KernelWork>& work) {
   const trace::GpuOpTable& gpu = trace.gpu;
   WorkCoverage c;
-  std::unordered_map<uint32_t, bool> matmul_by_name;
+  NameRules rules(trace);
   for (uint32_t i = 0; i < gpu.size(); ++i) {
     if (gpu.kind[i] != trace::GpuKind::kKernel || gpu.end[i] <= gpu.start[i]) continue;
     const double d = NsToS(gpu.end[i] - gpu.start[i]);
     c.kernel_s += d;
-    auto [m, inserted] = matmul_by_name.try_emplace(gpu.name[i].value(), false);
-    if (inserted) m->second = IsMatrixMultiply(trace.Name(gpu.name[i]));
-    if (!m->second) continue;
+    if (!rules.Of(i).matmul) continue;
     c.matmul_s += d;
     if (i < work.size() && work[i].Known()) c.known_s += d;
   }
