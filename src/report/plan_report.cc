@@ -87,7 +87,7 @@ std::vector<std::string> Warnings(const opt::PlannedTrace& pt) {
         "{:.0f} % of all kernel time): their operators have no shapes in the trace, or are ones whose work EMO does "
         "not derive (trace/op_work.h lists those it does), so those kernels draw their class's average power "
         "instead of their work's (docs/model.md 6a), which left H200 loops without shapes off by up to 15 % "
-        "(BENCHMARKS.md, Order 8); {}",
+        "(BENCHMARKS.md, \"The work per µs in the model\"); {}",
         100.0 * (1.0 - wc.KnownShare()), 1e3 * (wc.matmul_s - wc.known_s), 1e3 * wc.matmul_s,
         100.0 * wc.matmul_s / wc.kernel_s,
         a.trace->meta.format == "kineto-json"

@@ -253,10 +253,6 @@ TEST(KernelClassTest, CudaCoreGemmsByName) {
   }
 }
 
-}  // namespace emo::model
-
-namespace emo::model {
-
 // TF32 by name: cuBLAS/cuDNN's tf32 in any case, and CUTLASS's fp32 tensor-core instruction
 // (s1688, cuDNN's RNN and convolution kernels); not fp32 on the CUDA cores, nor 16-bit.
 TEST(KernelClassTest, Tf32ByName) {
