@@ -94,6 +94,10 @@ probe = next(s for s in samples if s[0] in ("gpt_train", "gemm_bf16_1024"))
 e_zero, _ = energy(variant({}, {}), probe)
 e_a, _ = energy(variant({c: 0.2 for c in classes}, {}), probe)
 e_b, _ = energy(variant({c: A_HI for c in classes}, {}), probe)
+if abs(e_b - e_a) < 1e-6 * max(abs(e_a), 1e-12):
+    sys.exit(f"model_fit_order8: the class powers of the base file do not move {probe[0]}'s energy "
+             f"({e_a:.6f} J at 0.2 and at {A_HI} W/MHz): a base whose work_power curves price its kernels "
+             "cannot be fitted here; use a base file without work_power (e.g. the file before them, from git)")
 a_idle = 0.2 - (e_a - e_zero) / ((e_b - e_a) / (A_HI - 0.2))
 
 
