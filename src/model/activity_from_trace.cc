@@ -39,7 +39,7 @@ Result<ActivityProfile> ActivityFromTrace(const trace::Trace& trace, const Devic
   ops.reserve(gpu.size());
   struct NameInfo {
     KernelClass cls;
-    bool cuda_core_gemm;
+    int share_kind;  // ShareKindOf
   };
   std::unordered_map<uint32_t, NameInfo> by_name;  // names repeat: classify once
   const std::vector<KernelWork> work = KernelWorkFromTrace(trace, device);
@@ -48,15 +48,15 @@ Result<ActivityProfile> ActivityFromTrace(const trace::Trace& trace, const Devic
       auto it = launch_time.find(gpu.correlation[i]);
       if (it == launch_time.end() || !in_step(it->second)) continue;
     }
-    auto [info, inserted] = by_name.try_emplace(gpu.name[i].value(), NameInfo{KernelClass::kOther, false});
+    auto [info, inserted] = by_name.try_emplace(gpu.name[i].value(), NameInfo{KernelClass::kOther, 0});
     if (inserted) {
       const std::string_view name = trace.Name(gpu.name[i]);
-      info->second = {Classify(name), IsCudaCoreGemm(name)};
+      info->second = {Classify(name), ShareKindOfName(name)};
     }
     const trace::LaunchConfig& l = gpu.launch[i];
     ops.push_back(ClassInterval{gpu.start[i], gpu.end[i], info->second.cls,
                                 OpShare(device, work[i], trace::Blocks(l), trace::Threads(l),
-                                        NsToS(gpu.end[i] - gpu.start[i]), info->second.cuda_core_gemm)});
+                                        NsToS(gpu.end[i] - gpu.start[i]), info->second.share_kind)});
   }
   if (ops.empty()) {
     return InvalidArgument(trace.meta.source_path +

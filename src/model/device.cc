@@ -274,7 +274,8 @@ Result<DeviceModel> ParseDevice(const json& j, const std::string& path) {
       return c.Error("comp_share must be in [0, 1] and activity >= 0");
     }
   }
-  // Clock-bound shares per kind, each optional: absent, the kind keeps its class prior's.
+  // Per kind, each optional: a clock-bound share (absent, the kind keeps its class prior's) and a
+  // power share for its kernels of unknown work (absent, 1).
   if (doc.Has("kinds")) {
     EMO_ASSIGN_OR_RETURN(const JsonField kinds, doc.Get("kinds"));
     EMO_RETURN_IF_ERROR(kinds.ExpectObject());
@@ -286,12 +287,25 @@ Result<DeviceModel> ParseDevice(const json& j, const std::string& path) {
         for (int k = 0; k < kNumShareKinds; ++k) known += fmt::format("{}{}", k ? ", " : "", ShareKindName(k));
         return JsonField(value, path, "kinds." + key).Error(fmt::format("is not a kernel kind (one of: {})", known));
       }
-      double share = 0.0;
-      EMO_RETURN_IF_ERROR(reader.Number(value, "comp_share", "kinds." + key + ".comp_share", share));
-      if (!(share >= 0.0 && share <= 1.0)) {
+      const JsonField entry(value, path, "kinds." + key);
+      EMO_RETURN_IF_ERROR(entry.ExpectObject());
+      if (!value.contains("comp_share") && !value.contains("power_share")) {
+        return entry.Error("has neither comp_share nor power_share");
+      }
+      double share = std::numeric_limits<double>::quiet_NaN();
+      EMO_RETURN_IF_ERROR(
+          reader.Number(value, "comp_share", "kinds." + key + ".comp_share", share, /*required=*/false));
+      if (value.contains("comp_share") && !(share >= 0.0 && share <= 1.0)) {
         return JsonField(value, path, "kinds." + key + ".comp_share").Error("must be in [0, 1]");
       }
       dev.kind_comp_share[static_cast<size_t>(found)] = share;
+      double power = std::numeric_limits<double>::quiet_NaN();
+      EMO_RETURN_IF_ERROR(
+          reader.Number(value, "power_share", "kinds." + key + ".power_share", power, /*required=*/false));
+      if (value.contains("power_share") && !(power > 0.0 && power <= 2.0)) {
+        return JsonField(value, path, "kinds." + key + ".power_share").Error("must be in (0, 2]");
+      }
+      dev.kind_power_share[static_cast<size_t>(found)] = power;
     }
   }
   EMO_RETURN_IF_ERROR(ReadWorkPower(doc, reader, dev));
@@ -448,6 +462,12 @@ std::string_view ShareKindName(int share_kind) {
 double DeviceModel::CompShare(int share_kind) const {
   const double own = kind_comp_share[static_cast<size_t>(share_kind)];
   return std::isnan(own) ? Prior(ShareKindClass(share_kind)).comp_share : own;
+}
+
+double DeviceModel::PowerShare(int share_kind) const {
+  if (share_kind < 0 || share_kind >= kNumShareKinds) return 1.0;
+  const double own = kind_power_share[static_cast<size_t>(share_kind)];
+  return std::isnan(own) ? 1.0 : own;
 }
 
 double WorkCurve::At(double u) const {

@@ -20,13 +20,15 @@ class NameRules {
   struct Rules {
     bool matmul = false;  // IsMatrixMultiply
     bool tf32 = false;    // IsTf32
+    int share_kind = 0;   // ShareKindOfName
   };
   explicit NameRules(const trace::Trace& trace) : trace_(trace) {}
   const Rules& Of(uint32_t op) {
     auto [it, inserted] = by_name_.try_emplace(trace_.gpu.name[op].value());
     if (inserted) {
       const std::string_view name = trace_.Name(trace_.gpu.name[op]);
-      it->second = {IsMatrixMultiply(name), IsTf32(name)};
+      const int kind = ShareKindOfName(name);
+      it->second = {IsMatrixMultiplyKind(kind), IsTf32(name), kind};
     }
     return it->second;
   }
@@ -73,7 +75,7 @@ std::vector<KernelWork> KernelWorkFromTrace(const trace::Trace& trace, const Dev
   return out;
 }
 
-WorkCoverage CoverageOf(const trace::Trace& trace, const std::vector<KernelWork>& work) {
+WorkCoverage CoverageOf(const trace::Trace& trace, const std::vector<KernelWork>& work, const DeviceModel& device) {
   const trace::GpuOpTable& gpu = trace.gpu;
   WorkCoverage c;
   NameRules rules(trace);
@@ -81,17 +83,26 @@ WorkCoverage CoverageOf(const trace::Trace& trace, const std::vector<KernelWork>
     if (gpu.kind[i] != trace::GpuKind::kKernel || gpu.end[i] <= gpu.start[i]) continue;
     const double d = NsToS(gpu.end[i] - gpu.start[i]);
     c.kernel_s += d;
-    if (!rules.Of(i).matmul) continue;
+    const auto& r = rules.Of(i);
+    if (!r.matmul) continue;
+    WorkCoverage::Kind& k = c.kinds[static_cast<size_t>(r.share_kind)];
     c.matmul_s += d;
-    if (i < work.size() && work[i].Known()) c.known_s += d;
+    k.matmul_s += d;
+    if (i >= work.size() || !work[i].Known()) continue;
+    c.known_s += d;
+    k.known_s += d;
+    k.work_share_s += d * device.WorkShare(work[i].u, work[i].cuda_core);
+    k.launch_share_s += d * device.KernelShare(trace::Blocks(gpu.launch[i]), trace::Threads(gpu.launch[i]), d,
+                                               r.share_kind == kCudaCoreGemmShareKind);
   }
   return c;
 }
 
 double OpShare(const DeviceModel& device, const KernelWork& work, int64_t blocks, int64_t threads_per_block,
-               double duration_s, bool cuda_core_gemm) {
+               double duration_s, int share_kind) {
   if (work.Known()) return device.WorkShare(work.u, work.cuda_core);
-  return device.KernelShare(blocks, threads_per_block, duration_s, cuda_core_gemm);
+  return device.KernelShare(blocks, threads_per_block, duration_s, share_kind == kCudaCoreGemmShareKind) *
+         device.PowerShare(share_kind);
 }
 
 }  // namespace emo::model

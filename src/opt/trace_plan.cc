@@ -270,8 +270,7 @@ std::vector<PackModel> BuildModels(const Basis& b, const std::vector<packing::Pa
       const int kind = model::ShareKindOfName(name);  // one classification of the name
       const auto cls = model::ShareKindClass(kind);
       const double share = model::OpShare(device, b.work[op], trace::Blocks(t.gpu.launch[op]),
-                                          trace::Threads(t.gpu.launch[op]), NsToS(a.durations[v.value()]),
-                                          kind == model::kCudaCoreGemmShareKind);
+                                          trace::Threads(t.gpu.launch[op]), NsToS(a.durations[v.value()]), kind);
       const TimeNs start = a.timeline.start[v.value()];
       by_device[pack.device].push_back({v.value(), {start, start + a.durations[v.value()], cls, share}});
       info[v.value()] = {cls, share, kind};
@@ -799,7 +798,7 @@ Result<TracePlan> PlanTrace(const analysis::TraceAnalysis& a, const model::Devic
   // Plans are made on `basis`: the model's times, or with a margin its extra times inflated; every
   // figure reported is scored on `nominal`, the model's own times.
   const Basis nominal(a, traced_device, plan.throttle_clock, options);
-  plan.work_coverage = model::CoverageOf(*a.trace, nominal.work);
+  plan.work_coverage = model::CoverageOf(*a.trace, nominal.work, device);
   plan.work_curves = device.work_power.known;
   const bool margin = options.time_margin > 0;
   const Basis basis = margin ? Inflated(nominal, 1.0 + options.time_margin) : nominal;

@@ -21,6 +21,26 @@ json PointJson(const opt::PlanPoint& baseline, const opt::PlanPoint& p) {
 
 json NullIfNegative(double x) { return x < 0 ? json(nullptr) : json(x); }
 
+// Per matrix-multiply share kind in the trace: its kernel time, how much of it has known work,
+// the time-weighted share its kernels of known work draw by their work and by their launch alone
+// (null without such kernels), and the power share the device file gives its kernels of unknown
+// work.
+json MatmulKindsJson(const model::WorkCoverage& c, const model::DeviceModel& d) {
+  json out = json::array();
+  for (int k = 0; k < model::kNumShareKinds; ++k) {
+    const auto& kind = c.kinds[static_cast<size_t>(k)];
+    if (kind.matmul_s <= 0) continue;
+    const bool known = kind.known_s > 0;
+    out.push_back({{"kind", model::ShareKindName(k)},
+                   {"matmul_ms", 1e3 * kind.matmul_s},
+                   {"known_ms", 1e3 * kind.known_s},
+                   {"work_share", known ? json(kind.work_share_s / kind.known_s) : json(nullptr)},
+                   {"launch_share", known ? json(kind.launch_share_s / kind.known_s) : json(nullptr)},
+                   {"power_share", d.PowerShare(k)}});
+  }
+  return out;
+}
+
 // The shapes warning: matrix multiplies are at least this share of the kernel time, and their
 // work is known for less than this share of theirs.
 constexpr double kMatmulWarnShare = 0.1;
@@ -85,9 +105,10 @@ std::vector<std::string> Warnings(const opt::PlannedTrace& pt) {
     w.push_back(fmt::format(
         "the model knows no work for {:.0f} % of the trace's matrix-multiply kernel time ({:.1f} of {:.1f} ms; "
         "{:.0f} % of all kernel time): their operators have no shapes in the trace, or are ones whose work EMO does "
-        "not derive (trace/op_work.h lists those it does), so those kernels draw their class's average power "
-        "instead of their work's (docs/model.md 6a), which left H200 loops without shapes off by up to 15 % "
-        "(BENCHMARKS.md, \"The work per µs in the model\"); {}",
+        "not derive (trace/op_work.h lists those it does), so those kernels draw an average for their kind (their "
+        "class's power, times the kind's power share where the device file gives one) instead of their work's "
+        "(docs/model.md 6a), which left H200 loops without shapes off by up to 14 % (BENCHMARKS.md, \"A "
+        "convolution's power without its work\"); {}",
         100.0 * (1.0 - wc.KnownShare()), 1e3 * (wc.matmul_s - wc.known_s), 1e3 * wc.matmul_s,
         100.0 * wc.matmul_s / wc.kernel_s,
         a.trace->meta.format == "kineto-json"
@@ -206,7 +227,8 @@ json PlanToJson(const opt::PlannedTrace& pt) {
                                  {"kernel_ms", 1e3 * plan.work_coverage.kernel_s},
                                  {"matmul_ms", 1e3 * plan.work_coverage.matmul_s},
                                  {"known_ms", 1e3 * plan.work_coverage.known_s},
-                                 {"known_pct", 100.0 * plan.work_coverage.KnownShare()}}},
+                                 {"known_pct", 100.0 * plan.work_coverage.KnownShare()},
+                                 {"kinds", MatmulKindsJson(plan.work_coverage, d)}}},
                 {"device_check", {{"outcome", model::DeviceCheckName(pt.device_check.outcome)},
                                   {"trace_gpu", pt.device_check.trace_gpu},
                                   {"model_gpu", d.gpu},

@@ -334,6 +334,27 @@ TEST(CliTest, ModelClassifyNamesTheClassOfEachKernelFromArgumentsOrStandardInput
   EXPECT_NE(empty.out.find("no kernel names"), std::string::npos) << empty.out;
 }
 
+// With a device, each kernel's power share for unknown work: its kind's figure from the file (as
+// `emo devices` lists it), 1 for a kind the file gives none.
+TEST(CliTest, ModelClassifyWithADeviceGivesTheKindsPowerShare) {
+  const std::string conv = "sm90_xmma_fprop_implicit_gemm_bf16bf16_bf16f32_f32_nhwckrsc_nhwc_tilesize128x128x64";
+  const std::string gemm = "nvjet_sm90_tst_256x128_64x4_1x2_h_bz_coopA_NNT";
+  const auto j = EmoJson("model classify --device h200 '" + conv + "' '" + gemm + "'", "classify_power");
+  ASSERT_EQ(j["kernels"].size(), 2u) << j.dump();
+  EXPECT_EQ(j["kernels"][0]["kind"], "conv");
+  const auto devices = EmoJson("devices", "devices_power");
+  const nlohmann::json* h200 = nullptr;
+  for (const auto& d : devices["devices"]) h200 = d["name"] == "h200" ? &d : h200;
+  ASSERT_NE(h200, nullptr) << devices.dump();
+  ASSERT_TRUE((*h200)["kinds"].contains("conv") && (*h200)["kinds"]["conv"].contains("power_share")) << h200->dump();
+  const double listed = (*h200)["kinds"]["conv"]["power_share"];
+  EXPECT_GT(listed, 0.0);
+  EXPECT_LT(listed, 1.0);
+  EXPECT_DOUBLE_EQ(j["kernels"][0]["power_share"].get<double>(), listed);
+  EXPECT_FALSE((*h200)["kinds"].contains("gemm") && (*h200)["kinds"]["gemm"].contains("power_share"));
+  EXPECT_DOUBLE_EQ(j["kernels"][1]["power_share"].get<double>(), 1.0);
+}
+
 // ---- Usage: help, bounds, conflicts, wording ----
 
 // Every command and command group, as typed after `emo`.

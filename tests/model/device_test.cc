@@ -467,6 +467,44 @@ TEST(DeviceTest, KindSharesAreReadCheckedAndFallBackToTheClass) {
   }
 }
 
+// Power shares per kind (for kernels of unknown work): each optional, checked, with its
+// provenance; an entry may give it alone, and must give one of the two numbers.
+TEST(DeviceTest, KindPowerSharesAreReadChecked) {
+  json j = H200Json();
+  j.erase("kinds");
+  j["kinds"] = {{"conv", {{"power_share", {{"value", 0.74}, {"source", "test conv"}}}}},
+                {"copy", {{"comp_share", {{"value", 0.02}, {"source", "test copy"}}}}}};
+  Result<DeviceModel> d = ParseDevice(j, "devices/t.json");
+  ASSERT_TRUE(d.ok()) << d.status().ToString();
+  const int conv = ShareKindOf(KernelKind::kConv, false);
+  EXPECT_DOUBLE_EQ(d->PowerShare(conv), 0.74);
+  EXPECT_EQ(d->provenance.at("kinds.conv.power_share").source, "test conv");
+  // A power share alone leaves the kind's clock-bound share at its class prior's.
+  EXPECT_DOUBLE_EQ(d->CompShare(conv), d->Prior(KernelClass::kCompute).comp_share);
+  EXPECT_DOUBLE_EQ(d->PowerShare(ShareKindOf(KernelKind::kCopy, false)), 1.0);
+  EXPECT_DOUBLE_EQ(d->CompShare(ShareKindOf(KernelKind::kCopy, false)), 0.02);
+
+  auto refused = [](const json& file, std::string_view what) {
+    const Result<DeviceModel> r = ParseDevice(file, "devices/t.json");
+    ASSERT_FALSE(r.ok()) << what;
+    EXPECT_NE(r.status().message().find(what), std::string::npos) << r.status().message();
+  };
+  json bad = j;
+  bad["kinds"]["conv"]["power_share"]["value"] = 0.0;
+  refused(bad, "kinds.conv.power_share");
+  bad["kinds"]["conv"]["power_share"]["value"] = 2.5;
+  refused(bad, "kinds.conv.power_share");
+  bad = j;
+  bad["kinds"]["conv"] = json::object();
+  refused(bad, "neither comp_share nor power_share");
+  bad = j;
+  bad["kinds"]["conv"] = 0.7;
+  refused(bad, "kinds.conv");
+  bad = j;
+  bad["kinds"]["conv"]["power_share"].erase("source");
+  refused(bad, "source");
+}
+
 // A kernel's share kind from its name: CUDA-core GEMMs apart, activations on 16-bit data apart
 // from those on 32-bit (or unnamed) data, every other kernel its kind whatever its data type.
 TEST(DeviceTest, ShareKindsFromNames) {

@@ -75,17 +75,33 @@ TEST(KernelWorkTest, AnOperatorsWorkIsSpreadOverItsMatrixKernelsByTheirPeak) {
 
   // Coverage: 20 µs of kernels, 19 of them matrix multiplies (all but the add), 17 with known work
   // (the last two GEMMs have none).
-  const WorkCoverage c = CoverageOf(t, w);
+  const WorkCoverage c = CoverageOf(t, w, WorkDevice());
   EXPECT_NEAR(c.kernel_s, 20e-6, 1e-15);
   EXPECT_NEAR(c.matmul_s, 19e-6, 1e-15);
   EXPECT_NEAR(c.known_s, 17e-6, 1e-15);
   EXPECT_NEAR(c.KnownShare(), 17.0 / 19.0, 1e-12);
+  // Per kind, what the kernels of known work draw by their work against their launch (no grid
+  // in these records and no occupancy numbers in the device: a launch share of 1 each).
+  const DeviceModel d = WorkDevice();
+  const auto& gemm = c.kinds[static_cast<size_t>(ShareKindOf(KernelKind::kGemm, false))];
+  EXPECT_NEAR(gemm.matmul_s, 7e-6, 1e-15);
+  EXPECT_NEAR(gemm.known_s, 5e-6, 1e-15);
+  EXPECT_NEAR(gemm.work_share_s, 4e-6 * d.WorkShare(0.25, false) + 1e-6 * d.WorkShare(1.0, false), 1e-15);
+  EXPECT_NEAR(gemm.launch_share_s, 5e-6, 1e-15);
+  const auto& sgemm = c.kinds[static_cast<size_t>(kCudaCoreGemmShareKind)];
+  EXPECT_NEAR(sgemm.known_s, 10e-6, 1e-15);
+  EXPECT_NEAR(sgemm.work_share_s, 10e-6 * d.WorkShare(0.2, true), 1e-15);
+  const auto& conv = c.kinds[static_cast<size_t>(ShareKindOf(KernelKind::kConv, false))];
+  EXPECT_NEAR(conv.known_s, 2e-6, 1e-15);
+  EXPECT_NEAR(conv.work_share_s, 2e-6 * d.WorkShare(0.2, false), 1e-15);
+  EXPECT_NEAR(conv.launch_share_s, 2e-6, 1e-15);
+  EXPECT_DOUBLE_EQ(c.kinds[static_cast<size_t>(ShareKindOf(KernelKind::kElementwise, false))].matmul_s, 0.0);
 
   DeviceModel none = WorkDevice();
   none.work_power = {};
   const std::vector<KernelWork> unknown = KernelWorkFromTrace(t, none);
   for (const KernelWork& k : unknown) EXPECT_FALSE(k.Known());
-  EXPECT_DOUBLE_EQ(CoverageOf(t, unknown).known_s, 0.0);
+  EXPECT_DOUBLE_EQ(CoverageOf(t, unknown, none).known_s, 0.0);
   EXPECT_DOUBLE_EQ(WorkCoverage{}.KnownShare(), 1.0);  // no matrix multiplies: nothing unseen
 }
 
@@ -100,10 +116,34 @@ TEST(KernelWorkTest, WorkShareIsTheCurveOverTheComputeClassPower) {
   d.activity_scale = 0.5;  // a scale moves the class power, not what the curve draws
   EXPECT_DOUBLE_EQ(d.WorkShare(0.5, false) * 0.5 * 350.0, 385.0);
   KernelWork known{0.5, false};
-  EXPECT_DOUBLE_EQ(OpShare(d, known, 1, 32, 1e-6, false), d.WorkShare(0.5, false));
-  EXPECT_DOUBLE_EQ(OpShare(d, KernelWork{}, 1, 32, 1e-6, false), 1.0);  // KernelShare, nothing known
+  const int gemm = static_cast<int>(KernelKind::kGemm);
+  EXPECT_DOUBLE_EQ(OpShare(d, known, 1, 32, 1e-6, gemm), d.WorkShare(0.5, false));
+  EXPECT_DOUBLE_EQ(OpShare(d, KernelWork{}, 1, 32, 1e-6, gemm), 1.0);  // KernelShare, nothing known
   d.work_power.known = false;
   EXPECT_DOUBLE_EQ(d.WorkShare(0.5, false), 0.0);
+}
+
+// A kind's power share scales its kernels of unknown work only, and only that kind's.
+TEST(KernelWorkTest, PowerShareScalesAKindsKernelsOfUnknownWork) {
+  DeviceModel d = WorkDevice();
+  d.sm_count = 100;
+  const int conv = static_cast<int>(KernelKind::kConv), gemm = static_cast<int>(KernelKind::kGemm);
+  EXPECT_DOUBLE_EQ(d.PowerShare(conv), 1.0);  // the file gives none
+  d.kind_power_share[static_cast<size_t>(conv)] = 0.75;
+  EXPECT_DOUBLE_EQ(d.PowerShare(conv), 0.75);
+  EXPECT_DOUBLE_EQ(d.PowerShare(gemm), 1.0);
+  EXPECT_DOUBLE_EQ(d.PowerShare(-1), 1.0);
+  EXPECT_DOUBLE_EQ(d.PowerShare(kNumShareKinds), 1.0);
+  // 50 blocks cover half the SMs: 0.5 from the launch, times the kind's 0.75.
+  EXPECT_DOUBLE_EQ(OpShare(d, KernelWork{}, 50, 128, 1e-3, conv), 0.5 * 0.75);
+  EXPECT_DOUBLE_EQ(OpShare(d, KernelWork{}, 50, 128, 1e-3, gemm), 0.5);
+  // A convolution whose work is known draws its work's power, whatever its kind's share.
+  const KernelWork known{0.5, false};
+  EXPECT_DOUBLE_EQ(OpShare(d, known, 50, 128, 1e-3, conv), d.WorkShare(0.5, false));
+  // CUDA-core GEMMs keep their own factor, and a power share of their kind multiplies it.
+  d.cuda_core_gemm_share = 0.8;
+  d.kind_power_share[static_cast<size_t>(kCudaCoreGemmShareKind)] = 0.5;
+  EXPECT_DOUBLE_EQ(OpShare(d, KernelWork{}, 100, 128, 1e-3, kCudaCoreGemmShareKind), 0.8 * 0.5);
 }
 
 // A share above 1 reaches the iteration's energy and the pack's power unclipped.

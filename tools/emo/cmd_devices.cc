@@ -32,11 +32,16 @@ json DeviceJson(const model::DeviceModel& d) {
     classes[std::string(model::KernelClassName(c))] = {{"comp_share", d.Prior(c).comp_share},
                                                        {"activity_w_per_mhz", d.Prior(c).activity}};
   }
-  // Clock-bound shares the file measured per kind (a kind it does not name keeps its class's).
+  // Clock-bound shares the file measured per kind (a kind it does not name keeps its class's) and
+  // power shares for a kind's kernels of unknown work (absent: 1).
   json kinds = json::object();
   for (int k = 0; k < model::kNumShareKinds; ++k) {
+    const std::string name(model::ShareKindName(k));
     if (!std::isnan(d.kind_comp_share[static_cast<size_t>(k)])) {
-      kinds[std::string(model::ShareKindName(k))] = {{"comp_share", d.kind_comp_share[static_cast<size_t>(k)]}};
+      kinds[name]["comp_share"] = d.kind_comp_share[static_cast<size_t>(k)];
+    }
+    if (!std::isnan(d.kind_power_share[static_cast<size_t>(k)])) {
+      kinds[name]["power_share"] = d.kind_power_share[static_cast<size_t>(k)];
     }
   }
   json sources = json::object();

@@ -504,6 +504,7 @@ int RunClassify(const ClassifyArgs& args) {
       const bool own = !std::isnan(device->kind_comp_share[static_cast<size_t>(sk)]);
       k["comp_share"] = device->CompShare(sk);
       k["comp_share_from"] = own ? "kinds." + std::string(model::ShareKindName(sk)) : "classes." + std::string(model::KernelClassName(cls));
+      k["power_share"] = device->PowerShare(sk);  // on its launch share when its work is unknown
       share = fmt::format("{:>5.2f} ({:<5}) ", device->CompShare(sk), own ? "kind" : "class");
     }
     kernels.push_back(std::move(k));

@@ -106,6 +106,15 @@ struct DeviceModel {
   }();
   // Power of matrix-multiply kernels whose work the trace knows (WorkShare); known=false: none.
   WorkPower work_power;
+  // Per share kind ("kinds.<kind>.power_share" in the file, each optional; NaN: 1): a factor on
+  // KernelShare for a kernel of that kind whose work the trace does not give (OpShare): what such
+  // kernels draw, on average, against what their launch configuration says, where their work was
+  // known (docs/model.md 6a).
+  std::array<double, kNumShareKinds> kind_power_share = [] {
+    std::array<double, kNumShareKinds> a{};
+    a.fill(std::numeric_limits<double>::quiet_NaN());
+    return a;
+  }();
   // Scale of the class powers above idle calibrated on measured iteration energies (see
   // iteration_energy.h); 1 when the file has none.
   double activity_scale = 1.0;
@@ -117,6 +126,9 @@ struct DeviceModel {
   // t_comp / (t_mem + t_comp) at f_max of a kernel of this share kind (ShareKindOf): the file's
   // figure for the kind where it has one, else its class prior's.
   double CompShare(int share_kind) const;
+  // The factor kind_power_share gives a kernel of this share kind whose work is unknown (1 when
+  // the file gives none).
+  double PowerShare(int share_kind) const;
   // Idle power at clock f: linear in f*V(f)^2 between the two measured idle points when both are
   // known, else idle_power at every clock.
   Watts IdlePower(MegaHertz f) const;

@@ -9,6 +9,7 @@
 // float inputs otherwise, 16-bit (bf16/fp16) for the rest.
 #pragma once
 
+#include <array>
 #include <cmath>
 #include <limits>
 #include <string_view>
@@ -40,15 +41,26 @@ struct WorkCoverage {
   double matmul_s = 0;  // of which matrix-multiply kernels' (IsMatrixMultiply)
   double known_s = 0;   // of which their work per µs is known
   double KnownShare() const { return matmul_s > 0 ? known_s / matmul_s : 1.0; }
+  // The same per matrix-multiply share kind (ShareKindOf), with what its kernels of known work
+  // draw by their work against what their launch alone would give them: the evidence for the
+  // kind's power share (DeviceModel::kind_power_share; bench/research/unknown_work_share.py).
+  struct Kind {
+    double matmul_s = 0;
+    double known_s = 0;
+    double work_share_s = 0;    // Σ duration x WorkShare, over the kernels of known work
+    double launch_share_s = 0;  // Σ duration x KernelShare (no power share), over the same
+  };
+  std::array<Kind, kNumShareKinds> kinds{};
 };
 // Whether a kernel name's share kind is a matrix multiply's (GEMM, convolution, attention,
 // CUDA-core GEMM): the kernels whose power follows their work.
 bool IsMatrixMultiply(std::string_view kernel_name);
-WorkCoverage CoverageOf(const trace::Trace& trace, const std::vector<KernelWork>& work);
+WorkCoverage CoverageOf(const trace::Trace& trace, const std::vector<KernelWork>& work, const DeviceModel& device);
 
-// The share (KernelShare's units) of one GPU op: WorkShare where its work is known, else the
-// KernelShare of its launch configuration and duration.
+// The share (KernelShare's units) of one GPU op of share kind `share_kind` (ShareKindOf):
+// WorkShare where its work is known, else the KernelShare of its launch configuration and
+// duration times the kind's PowerShare.
 double OpShare(const DeviceModel& device, const KernelWork& work, int64_t blocks, int64_t threads_per_block,
-               double duration_s, bool cuda_core_gemm);
+               double duration_s, int share_kind);
 
 }  // namespace emo::model
