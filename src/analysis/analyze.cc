@@ -98,6 +98,17 @@ Result<OverheadModel> ChooseOverheadModel(const TraceAnalysis& a, const Overhead
         m.comm_scale = comm;
       }
     }
+    if (m.cpu_scale > 1.0) {
+      // The step is longer than the trace with its CPU as traced, which no profiler does: on a
+      // GPU-bound loop the GPU ops themselves ran slower (a clock below the trace's). A slower CPU
+      // fits it only by lengthening the waits of blocking calls, which are the GPU's time.
+      const double gpu = FitGpuScale(*a.graph, a.iterations, a.steady, a.traced_durations, a.cpu_floors,
+                                     calibrated_cpu_scale, step_time_ns, kGpuBoundNoise);
+      if (gpu > 1.0) {
+        m.cpu_scale = calibrated_cpu_scale;
+        m.gpu_scale = gpu;
+      }
+    }
     // The ratio this trace needs on its own under the calibration's gauge exponent.
     m.ratio = m.cpu_scale * std::pow(m.gauge.slowdown, calibration.gauge_exponent);
     m.source = OverheadSource::kStepTime;
@@ -106,7 +117,14 @@ Result<OverheadModel> ChooseOverheadModel(const TraceAnalysis& a, const Overhead
                                        "({:.3f} ms, median of {} iterations)",
                                        static_cast<double>(step_time_ns) * 1e-6, run->untraced_iterations)
                          : "CPU scale fitted to the measured unprofiled step time";
-    if (m.comm_scale < 1.0) {
+    if (m.gpu_scale > 1.0) {
+      m.confidence = "medium";
+      m.note += fmt::format(
+          "; the measured step is longer than the traced GPU work allows however slow the CPU, and the loop is "
+          "GPU-bound: its GPU ops are taken as {:.3f}x their traced time (they ran slower than traced, as at a lower "
+          "clock: the power limiter holds a long run lower than a short trace's), the CPU scale is {}",
+          m.gpu_scale, calibrated ? "the calibration's" : "1 (as traced)");
+    } else if (m.comm_scale < 1.0) {
       m.confidence = "medium";
       m.note += fmt::format(
           "; the measured step is shorter than the traced GPU work allows: the communication kernels keep {:.1f} % "
@@ -187,7 +205,8 @@ Result<TraceAnalysis> AnalyzeTrace(trace::Trace trace, const AnalyzeOptions& opt
 
   a.profiler_trace = IsProfilerTrace(*a.trace);
   EMO_ASSIGN_OR_RETURN(a.overhead, ChooseOverheadModel(a, options.overhead));
-  a.durations = CorrectedDurations(a.traced_durations, a.cpu_floors, a.overhead.cpu_scale, a.overhead.comm_scale);
+  a.durations = CorrectedDurations(a.traced_durations, a.cpu_floors, a.overhead.cpu_scale, a.overhead.comm_scale,
+                                   a.overhead.gpu_scale);
   a.timeline = a.corrected() ? Replay(*a.graph, a.durations) : a.replayed;
   a.timeline_times = IterationTimes(*a.graph, a.iterations, a.timeline);
   BandCorrectedTime(a);
@@ -238,6 +257,7 @@ nlohmann::json OverheadToJson(const TraceAnalysis& a) {
             {"source", OverheadSourceName(m.source)},
             {"cpu_scale", m.cpu_scale},
             {"comm_scale", m.comm_scale},
+            {"gpu_scale", m.gpu_scale},
             {"confidence", m.confidence},
             {"note", m.note}};
   if (m.source == OverheadSource::kOff) return j;
@@ -276,7 +296,8 @@ TimelineConfidence ConfidenceOf(const TraceAnalysis& a) {
 }
 
 std::vector<TimeNs> BandDurations(const TraceAnalysis& a, double factor) {
-  return CorrectedDurations(a.traced_durations, a.cpu_floors, a.overhead.cpu_scale * factor, a.overhead.comm_scale);
+  return CorrectedDurations(a.traced_durations, a.cpu_floors, a.overhead.cpu_scale * factor, a.overhead.comm_scale,
+                            a.overhead.gpu_scale);
 }
 
 std::vector<PathGap> CriticalPathGaps(const TraceAnalysis& a) {

@@ -302,13 +302,15 @@ std::vector<TimeNs> CpuFloorsNs(const graph::Graph& g, const std::vector<TimeNs>
 }
 
 std::vector<TimeNs> CorrectedDurations(const std::vector<TimeNs>& traced, const std::vector<TimeNs>& floors,
-                                       double cpu_scale, double comm_scale) {
+                                       double cpu_scale, double comm_scale, double gpu_scale) {
   std::vector<TimeNs> d = traced;
-  if (cpu_scale == 1.0 && comm_scale == 1.0) return d;
+  if (cpu_scale == 1.0 && comm_scale == 1.0 && gpu_scale == 1.0) return d;
   auto scale = [&](size_t v, double s) { return static_cast<TimeNs>(std::llround(s * static_cast<double>(traced[v]))); };
   for (size_t v = 0; v < d.size(); ++v) {
     if (floors[v] == kCommKernelFloor) {
       d[v] = scale(v, comm_scale);
+    } else if (floors[v] == kGpuOpFloor) {
+      if (gpu_scale != 1.0) d[v] = scale(v, gpu_scale);
     } else if (floors[v] >= 0) {  // a CPU node
       d[v] = cpu_scale > 1.0 ? scale(v, cpu_scale) : std::max(floors[v], scale(v, cpu_scale));
     }
@@ -324,8 +326,9 @@ TimeNs CorrectedIterationTime(const graph::Graph& g, const IterationMap& it, siz
 
 TimeNs CorrectedIterationTime(const graph::Graph& g, const IterationMap& it, size_t steady,
                               const std::vector<TimeNs>& traced, const std::vector<TimeNs>& floors,
-                              double cpu_scale, double comm_scale, const ThreadNodes& thread_nodes) {
-  const Schedule s = Replay(g, CorrectedDurations(traced, floors, cpu_scale, comm_scale));
+                              double cpu_scale, double comm_scale, const ThreadNodes& thread_nodes,
+                              double gpu_scale) {
+  const Schedule s = Replay(g, CorrectedDurations(traced, floors, cpu_scale, comm_scale, gpu_scale));
   return IterationTimes(g, it, s, thread_nodes)[steady];
 }
 
@@ -358,6 +361,28 @@ double FitCommScale(const graph::Graph& g, const IterationMap& it, size_t steady
     (time(mid) <= unprofiled_ns ? lo : hi) = mid;
   }
   return lo;
+}
+
+double FitGpuScale(const graph::Graph& g, const IterationMap& it, size_t steady,
+                   const std::vector<TimeNs>& traced, const std::vector<TimeNs>& floors, double cpu_scale,
+                   TimeNs unprofiled_ns, double noise) {
+  // A rank that waits for its peers in collectives: the excess may be theirs, not its kernels'.
+  if (std::find(floors.begin(), floors.end(), kCommKernelFloor) != floors.end()) return 1.0;
+  const ThreadNodes thread_nodes = CpuNodesByThread(g);
+  auto time = [&](double cpu, double gpu) {
+    return static_cast<double>(CorrectedIterationTime(g, it, steady, traced, floors, cpu, 1.0, thread_nodes, gpu));
+  };
+  const double at = time(cpu_scale, 1.0);
+  const double target = static_cast<double>(unprofiled_ns);
+  if (at <= 0 || target <= at * (1.0 + noise)) return 1.0;                  // within noise of the trace
+  if (time(kMinCpuScale, 1.0) * (1.0 + noise) < time(1.0, 1.0)) return 1.0;  // the CPU sets the pace
+  if (time(cpu_scale, kMaxGpuScale) < target) return 1.0;                   // not the GPU ops' time
+  double lo = 1.0, hi = kMaxGpuScale;  // time(lo) < target <= time(hi)
+  for (int k = 0; k < 40 && hi - lo > 1e-5; ++k) {
+    const double mid = 0.5 * (lo + hi);
+    (time(cpu_scale, mid) < target ? lo : hi) = mid;
+  }
+  return 0.5 * (lo + hi);
 }
 
 OverheadModel ModelFromCalibration(const graph::Graph& g, const IterationMap& it, size_t steady,

@@ -363,6 +363,45 @@ std::optional<MegaHertz> RecordedClock(const trace::Trace& t, const model::Devic
   return snapped;
 }
 
+// The clock a measured step implies for a GPU-bound trace whose GPU ops the analysis lengthened
+// to meet it (OverheadModel::gpu_scale): the table clock at or below the default at which the
+// steady iteration's GPU ops, each stretched by its kind's ratio from the default clock
+// (ShareKindTimeRatios), take nearest gpu_scale times their traced time. nullopt without such a
+// lengthening, or when even the lowest clock stretches them less: then it is not a clock.
+std::optional<MegaHertz> StepClock(const analysis::TraceAnalysis& a, const model::DeviceModel& device) {
+  const double scale = a.overhead.gpu_scale;
+  if (!(scale > 1.0) || device.clocks.empty()) return std::nullopt;
+  const auto ratios = model::ShareKindTimeRatios(device, device.default_clock);
+  const auto& n = a.graph->nodes();
+  const auto& t = *a.trace;
+  std::array<double, model::kNumShareKinds> time_by_kind{};
+  std::unordered_map<uint32_t, int> kind_of_name;  // names repeat: classify once
+  double total = 0;
+  for (uint32_t v = 0; v < n.size(); ++v) {
+    if (n.kind[v] != graph::NodeKind::kGpuOp || a.iterations.node_iteration[v] != static_cast<int32_t>(a.steady)) {
+      continue;
+    }
+    const auto name = t.gpu.name[n.ref[v]];
+    auto [it, inserted] = kind_of_name.try_emplace(name.value(), 0);
+    if (inserted) it->second = model::ShareKindOfName(t.Name(name));
+    const auto d = static_cast<double>(a.traced_durations[v]);
+    time_by_kind[static_cast<size_t>(it->second)] += d;
+    total += d;
+  }
+  if (total <= 0) return std::nullopt;
+  auto stretch = [&](size_t i) {
+    double s = 0;
+    for (int k = 0; k < model::kNumShareKinds; ++k) s += time_by_kind[static_cast<size_t>(k)] * ratios[i][static_cast<size_t>(k)];
+    return s / total;
+  };
+  if (stretch(0) < scale) return std::nullopt;
+  size_t best = 0;
+  for (size_t i = 0; i < device.clocks.size() && device.clocks[i] <= device.default_clock; ++i) {
+    if (std::abs(stretch(i) - scale) < std::abs(stretch(best) - scale)) best = i;
+  }
+  return device.clocks[best];
+}
+
 // A recorded clock is also a measure of power: a GPU the power limit held ran at the cap power,
 // and one at the default clock drew at most that. The factor on the device's activity that makes
 // the model's average power of the steady iteration at `recorded` (the trace's durations) agree:
@@ -791,6 +830,13 @@ Result<TracePlan> PlanTrace(const analysis::TraceAnalysis& a, const model::Devic
     plan.throttle_clock = *recorded;
     plan.throttle_clock_source = "trace";
     plan.trace_power_scale = TracePowerScale(a, device, windows, *recorded);
+    traced_device.activity_scale *= plan.trace_power_scale;
+  } else if (const auto step = StepClock(a, device)) {
+    // A GPU-bound loop whose measured step only a lower clock explains: held there by the power
+    // limit, as a recorded clock would say, so its power there is the cap's.
+    plan.throttle_clock = *step;
+    plan.throttle_clock_source = "step";
+    plan.trace_power_scale = TracePowerScale(a, device, windows, *step);
     traced_device.activity_scale *= plan.trace_power_scale;
   } else {
     plan.throttle_clock = ThrottledClock(a, device, windows);

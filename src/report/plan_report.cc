@@ -89,6 +89,16 @@ std::vector<std::string> Warnings(const opt::PlannedTrace& pt) {
           "scaled by {:.3f}",
           pt.device->cap_power.value(), plan.trace_power_scale));
     }
+  } else if (plan.throttle_clock_source == "step") {
+    if (plan.power_capped(*pt.device)) {
+      w.push_back(fmt::format(
+          "power-capped: on this GPU-bound loop the measured step needs its GPU ops {:.1f} % longer than traced, as at "
+          "{:.0f} MHz: taken as the power limit holding the measured run there (a short trace can end before the "
+          "limiter acts), energies are computed there, with the device's activity scaled by {:.3f} so that the "
+          "model's power there is the {:.0f} W cap, and clocks above it save nothing",
+          100.0 * (a.overhead.gpu_scale - 1.0), plan.throttle_clock.value(), plan.trace_power_scale,
+          pt.device->cap_power.value()));
+    }
   } else if (plan.power_capped(*pt.device)) {
     w.push_back(fmt::format(
         "power-capped: at the default clock the model puts the iteration at {:.0f} W, above the {:.0f} W the power "

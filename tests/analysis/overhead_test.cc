@@ -396,6 +396,82 @@ TEST(OverheadModelTest, WithoutCollectivesOrForAJobTheStepOutOfReachStaysLowConf
   EXPECT_EQ(short_step.overhead.confidence, "low");
 }
 
+// A GPU-bound loop measured slower than its trace however slow its CPU: only its GPU ops can
+// explain it (they ran at a lower clock), so they are lengthened to meet the step; a CPU-bound
+// loop, a step within noise of the trace, or a rank with collectives keep the CPU fit.
+// A loop whose CPU runs ahead: each step launches a 400 us and a 500 us kernel (`second`) within
+// 20 us, so the kernels queue back to back; the host waits once, at the end.
+trace::Trace RunAheadTrace(const char* second) {
+  TraceBuilder b;
+  int64_t corr = 1;
+  for (int k = 0; k < 6; ++k) {
+    const double t0 = 30.0 * k, g0 = 10.0 + 900.0 * k;
+    b.Annotation(("ProfilerStep#" + std::to_string(k)).c_str(), t0, t0 + 20);
+    b.Api("cudaLaunchKernel", t0 + 2, t0 + 8, corr);
+    b.Kernel("ampere_bf16_gemm", 7, g0, g0 + 400, corr++);
+    b.Api("cudaLaunchKernel", t0 + 9, t0 + 14, corr);
+    b.Kernel(second, 7, g0 + 400, g0 + 900, corr++);
+  }
+  b.Api("cudaDeviceSynchronize", 200, 5412);
+  return b.Build();
+}
+
+TEST(OverheadModelTest, AGpuBoundLoopSlowerThanItsTraceLengthensItsGpuOps) {
+  const TraceAnalysis traced = AnalyzeWithStep(RunAheadTrace("ampere_bf16_gemm_2"), -1);
+  const double iteration = static_cast<double>(traced.timeline_ns());
+  ASSERT_NEAR(iteration, 900'000.0, 1'000.0);
+  const TraceAnalysis a = AnalyzeWithStep(RunAheadTrace("ampere_bf16_gemm_2"), 1'200'000);
+  EXPECT_EQ(a.overhead.source, OverheadSource::kStepTime);
+  EXPECT_EQ(a.overhead.cpu_scale, 1.0);  // not a profiler trace: the CPU as traced
+  EXPECT_NEAR(a.overhead.gpu_scale, 1200.0 / 900.0, 0.01);
+  EXPECT_EQ(a.overhead.comm_scale, 1.0);
+  EXPECT_NEAR(static_cast<double>(a.timeline_ns()), 1'200'000.0, 0.002 * 1'200'000.0);
+  EXPECT_EQ(a.overhead.confidence, "medium");
+  EXPECT_NE(a.overhead.note.find("GPU-bound: its GPU ops are taken as"), std::string::npos) << a.overhead.note;
+  const auto& n = a.graph->nodes();
+  for (uint32_t v = 0; v < n.size(); ++v) {
+    const double want = n.kind[v] == graph::NodeKind::kGpuOp
+                            ? a.overhead.gpu_scale * static_cast<double>(a.traced_durations[v])
+                            : static_cast<double>(a.traced_durations[v]);
+    EXPECT_NEAR(static_cast<double>(a.durations[v]), want, 1.0) << v;
+  }
+  // Within the noise of the trace: the CPU fit's reading stands (at its bound, low confidence).
+  const TraceAnalysis close = AnalyzeWithStep(RunAheadTrace("ampere_bf16_gemm_2"),
+                                              static_cast<TimeNs>(iteration * 1.01));
+  EXPECT_EQ(close.overhead.gpu_scale, 1.0);
+  // Past what any GPU scale explains: not taken as a clock.
+  const TraceAnalysis far = AnalyzeWithStep(RunAheadTrace("ampere_bf16_gemm_2"), 3'000'000);
+  EXPECT_EQ(far.overhead.gpu_scale, 1.0);
+  EXPECT_EQ(far.overhead.confidence, "low");
+  // A rank whose receive waits for a peer: its peers may be what made the step longer.
+  const TraceAnalysis rank =
+      AnalyzeWithStep(RunAheadTrace("ncclDevKernel_SendRecv(ncclDevKernelArgsStorage<4096ul>)"), 1'200'000);
+  EXPECT_EQ(rank.overhead.gpu_scale, 1.0);
+  // A loop that waits for its GPU every step and then works on the host (WaitingRankTrace: 85 us
+  // of each 1000 us on the CPU alone) is not GPU-bound: the CPU fit stands.
+  const TraceAnalysis waiting = AnalyzeWithStep(WaitingRankTrace("ampere_bf16_gemm_2"), 1'200'000);
+  EXPECT_EQ(waiting.overhead.gpu_scale, 1.0);
+}
+
+// A CPU-bound loop (each iteration 600 us of CPU work, then a 20 us kernel it waits for) measured
+// far slower than even a CPU 1.5x as slow allows: the CPU sets its pace, so no GPU scale.
+TEST(OverheadModelTest, ACpuBoundLoopSlowerThanItsTraceKeepsItsGpuOps) {
+  TraceBuilder b;
+  int64_t corr = 1;
+  for (int k = 0; k < 4; ++k) {
+    const double t0 = 1000.0 * k;
+    b.Annotation(("ProfilerStep#" + std::to_string(k)).c_str(), t0, t0 + 640);
+    b.Op("aten::slow_host_work", t0 + 1, t0 + 601);
+    b.Api("cudaLaunchKernel", t0 + 602, t0 + 608, corr);
+    b.Kernel("ampere_bf16_gemm", 7, t0 + 610, t0 + 630, corr++);
+    b.Api("cudaDeviceSynchronize", t0 + 609, t0 + 632);
+  }
+  const TraceAnalysis a = AnalyzeWithStep(b.Build(), 3'000'000);
+  EXPECT_EQ(a.overhead.gpu_scale, 1.0);
+  EXPECT_EQ(a.overhead.cpu_scale, kMaxCpuScale);
+  EXPECT_EQ(a.overhead.confidence, "low");
+}
+
 // A GPU-bound loop (900 us of kernels, 928 us per iteration at the least CPU time): a measured
 // step just under that is run-to-run noise, and the timeline keeps high confidence with a note
 // that says so; a step well under it stays low.

@@ -281,6 +281,43 @@ TEST(TracePlanTest, OnTheH200TheRecordedClockIsTheOneThePlanUses) {
   }
 }
 
+// Kineto traces of the H200 kernel sweep (data/h200_kernels) with the step time measured outside
+// the trace: the bf16 4096^3 GEMM loop ran 17 % slower than its short trace (the limiter held it
+// at a median 1537.5 MHz, 1455 at least, by NVML), so the step says the clock and the cap power
+// (measured 2.398 J per step); the fp32 GEMM loop's step is its trace's (the default clock); a
+// copy loop measured 30 % slower than its trace is slower than any clock explains (copies barely
+// follow the SM clock): no clock is inferred.
+TEST(TracePlanTest, AGpuBoundLoopsMeasuredStepSaysTheClockTheLimiterHeldItAt) {
+  auto device = model::FindDevice("h200", EMO_SOURCE_DIR "/devices");
+  ASSERT_TRUE(device.ok()) << device.status().ToString();
+  auto plan_at = [&](const char* config, TimeNs step_ns) {
+    analysis::AnalyzeOptions options;
+    options.overhead.step_time_ns = step_ns;
+    auto a = analysis::AnalyzeTrace(std::string(EMO_SOURCE_DIR) + "/data/h200_kernels/" + config + ".json.gz", options);
+    EXPECT_TRUE(a.ok()) << a.status().ToString();
+    auto p = PlanTrace(*a, *device, {});
+    EXPECT_TRUE(p.ok()) << p.status().ToString();
+    return std::make_pair(a->overhead.gpu_scale, std::move(p).value());
+  };
+  const auto [bf16_scale, bf16] = plan_at("gemm_bf16_4096", 3'471'938);
+  EXPECT_GT(bf16_scale, 1.1);
+  EXPECT_EQ(bf16.throttle_clock_source, "step");
+  EXPECT_TRUE(bf16.power_capped(*device));
+  EXPECT_GE(bf16.throttle_clock.value(), 1455.0);
+  EXPECT_LE(bf16.throttle_clock.value(), 1650.0);
+  EXPECT_NEAR(bf16.baseline.energy_j / 2.398274, 1.0, 0.03);
+  for (const auto& pack : bf16.packs) EXPECT_LE(pack.clock.value(), bf16.throttle_clock.value());
+
+  const auto [fp32_scale, fp32] = plan_at("gemm_fp32_4096", 2'683'686);
+  EXPECT_EQ(fp32_scale, 1.0);
+  EXPECT_EQ(fp32.throttle_clock_source, "model");
+  EXPECT_FALSE(fp32.power_capped(*device));
+
+  const auto [copy_scale, copy] = plan_at("copy_2e26", 3'860'000);
+  EXPECT_GT(copy_scale, 1.2);
+  EXPECT_EQ(copy.throttle_clock_source, "model");
+}
+
 }  // namespace
 }  // namespace emo::opt
 

@@ -118,6 +118,11 @@ struct OverheadModel {
   // measured step is shorter than the trace's GPU work allows and the excess is in the
   // collectives, whose waits for other ranks the profiler on those ranks lengthened (FitCommScale).
   double comm_scale = 1;
+  // Every other GPU op takes this many times its traced time: above 1 only when a measured step
+  // is longer than the trace's GPU work allows however slow its CPU, on a GPU-bound loop with no
+  // collectives: its kernels ran slower than traced (FitGpuScale), as at a lower clock, such as
+  // one the power limiter holds a longer run at than a short trace's.
+  double gpu_scale = 1;
   double ratio = 0;              // the calibration's ratio for the trace's configuration
   SpeedGauge gauge;
   OverheadSource source = OverheadSource::kOff;
@@ -165,9 +170,9 @@ inline constexpr TimeNs kGpuOpFloor = -1, kCommKernelFloor = -2;
 std::vector<TimeNs> CpuFloorsNs(const graph::Graph& g, const std::vector<TimeNs>& traced);
 
 // Durations with every CPU node scaled by cpu_scale, floors applied (a scale above 1 lengthens
-// and needs none), and every communication kernel by comm_scale; other GPU durations unchanged.
+// and needs none), every communication kernel by comm_scale and every other GPU op by gpu_scale.
 std::vector<TimeNs> CorrectedDurations(const std::vector<TimeNs>& traced, const std::vector<TimeNs>& floors,
-                                       double cpu_scale, double comm_scale = 1.0);
+                                       double cpu_scale, double comm_scale = 1.0, double gpu_scale = 1.0);
 
 // The steady iteration's time with every CPU node scaled by `cpu_scale` and every communication
 // kernel by `comm_scale` (a replay). A loop over many scales passes CpuNodesByThread(g) once.
@@ -176,7 +181,8 @@ TimeNs CorrectedIterationTime(const graph::Graph& g, const IterationMap& it, siz
                               double cpu_scale, double comm_scale = 1.0);
 TimeNs CorrectedIterationTime(const graph::Graph& g, const IterationMap& it, size_t steady,
                               const std::vector<TimeNs>& traced, const std::vector<TimeNs>& floors,
-                              double cpu_scale, double comm_scale, const ThreadNodes& thread_nodes);
+                              double cpu_scale, double comm_scale, const ThreadNodes& thread_nodes,
+                              double gpu_scale = 1.0);
 
 // The CPU scale whose corrected steady iteration takes `unprofiled_ns` (bisection; the time is
 // nondecreasing in the scale). Clamped to [kMinCpuScale, kMaxCpuScale]: a GPU-bound floor
@@ -194,6 +200,21 @@ double FitCpuScale(const graph::Graph& g, const IterationMap& it, size_t steady,
 double FitCommScale(const graph::Graph& g, const IterationMap& it, size_t steady,
                     const std::vector<TimeNs>& traced, const std::vector<TimeNs>& floors, double cpu_scale,
                     TimeNs unprofiled_ns);
+
+// The most a GPU op's time is taken to have grown between a trace and its measured run
+// (FitGpuScale): the H200's lowest clock against its highest is 5.7x, but no loop we measured
+// came near 2x.
+inline constexpr double kMaxGpuScale = 2.0;
+// The factor on every GPU op but the communication kernels so that, with every CPU node at
+// `cpu_scale`, the steady iteration takes `unprofiled_ns` (bisection on [1, kMaxGpuScale]).
+// Only for a GPU-bound loop, one whose iteration as traced is within `noise` of its iteration
+// with the CPU at kMinCpuScale (its GPU work alone sets the pace; a blocking call's traced time,
+// which holds its wait, is no CPU work), and only when the measured step exceeds the iteration
+// by more than `noise`: 1 otherwise, 1 when even kMaxGpuScale leaves it too short, and 1 for a
+// trace with communication kernels (a rank's step also waits for its peers).
+double FitGpuScale(const graph::Graph& g, const IterationMap& it, size_t steady,
+                   const std::vector<TimeNs>& traced, const std::vector<TimeNs>& floors, double cpu_scale,
+                   TimeNs unprofiled_ns, double noise);
 
 // The model for one trace from a calibration: r = ratio x b.
 OverheadModel ModelFromCalibration(const graph::Graph& g, const IterationMap& it, size_t steady,

@@ -132,10 +132,12 @@ struct TracePlan {
   // planned clock changes nothing.
   double default_demand_w = 0;
   MegaHertz throttle_clock{0.0};
-  // Where throttle_clock comes from: "model" (the cap test above) or "trace" (an EMO trace's
-  // NVML clock reads over its traced iterations, RecordedClock in trace_plan.cc).
+  // Where throttle_clock comes from: "model" (the cap test above), "trace" (an EMO trace's
+  // NVML clock reads over its traced iterations, RecordedClock in trace_plan.cc) or "step" (the
+  // clock a measured step implies for a GPU-bound loop whose GPU ops ran slower than traced,
+  // analysis::OverheadModel::gpu_scale; StepClock in trace_plan.cc).
   std::string throttle_clock_source = "model";
-  // "trace" only: the factor on the device's activity_scale that puts the model's power of the
+  // "trace" and "step" only: the factor on the device's activity_scale that puts the model's power of the
   // steady iteration at the recorded clock at the cap power (the limiter held it) or at most
   // there (the default clock held); every energy of the plan is computed with it.
   double trace_power_scale = 1.0;
