@@ -23,14 +23,8 @@ work curves and the traces' shapes alone.
 it from the kinds it does not), with the command as its source."""
 import json, os, re, statistics, subprocess, sys
 
-
-def option(name, default):
-    if name in sys.argv:
-        i = sys.argv.index(name)
-        value = sys.argv[i + 1]
-        del sys.argv[i:i + 2]
-        return value
-    return default
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from h200_loops import option  # noqa: E402  (the command line's option parsing, shared)
 
 
 write = option("--write", None)
