@@ -285,13 +285,75 @@ def llm_prefill_infer():
     return step
 
 
+def unet_seg_train():
+    """A small U-Net (3 levels, 32-128 channels, transposed convolutions) trained for segmentation on
+    3x128x128 images, batch 16, bf16 autocast, channels_last, AdamW."""
+    def double(c_in, c_out):
+        return nn.Sequential(nn.Conv2d(c_in, c_out, 3, 1, 1, bias=False), nn.BatchNorm2d(c_out), nn.ReLU(),
+                             nn.Conv2d(c_out, c_out, 3, 1, 1, bias=False), nn.BatchNorm2d(c_out), nn.ReLU())
+
+    class UNet(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.d1, self.d2, self.d3 = double(3, 32), double(32, 64), double(64, 128)
+            self.u2, self.c2 = nn.ConvTranspose2d(128, 64, 2, 2), double(128, 64)
+            self.u1, self.c1 = nn.ConvTranspose2d(64, 32, 2, 2), double(64, 32)
+            self.out = nn.Conv2d(32, 8, 1)
+
+        def forward(self, x):
+            a = self.d1(x)
+            b = self.d2(nn.functional.max_pool2d(a, 2))
+            c = self.d3(nn.functional.max_pool2d(b, 2))
+            b = self.c2(torch.cat([self.u2(c), b], 1))
+            return self.out(self.c1(torch.cat([self.u1(b), a], 1)))
+
+    model = UNet().to(DEV, memory_format=torch.channels_last)
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
+    x = torch.randn(16, 3, 128, 128, device=DEV).to(memory_format=torch.channels_last)
+    y = torch.randint(0, 8, (16, 128, 128), device=DEV)
+    loss_fn = nn.CrossEntropyLoss()
+
+    def step():
+        opt.zero_grad(set_to_none=True)
+        with torch.autocast("cuda", dtype=torch.bfloat16):
+            loss = loss_fn(model(x).float(), y)
+        loss.backward()
+        opt.step()
+
+    return step
+
+
+def mobilenet_infer():
+    """MobileNet-shaped inference (depthwise-separable convolutions: 3x3 depthwise, then 1x1), fp16,
+    channels_last, batch 128 x 3x224x224."""
+    def separable(c_in, c_out, stride):
+        return nn.Sequential(nn.Conv2d(c_in, c_in, 3, stride, 1, groups=c_in, bias=False), nn.BatchNorm2d(c_in),
+                             nn.ReLU6(), nn.Conv2d(c_in, c_out, 1, bias=False), nn.BatchNorm2d(c_out), nn.ReLU6())
+
+    layers, c = [nn.Conv2d(3, 32, 3, 2, 1, bias=False), nn.BatchNorm2d(32), nn.ReLU6()], 32
+    for w, s in ((64, 1), (128, 2), (128, 1), (256, 2), (256, 1), (512, 2), (512, 1), (512, 1), (1024, 2)):
+        layers.append(separable(c, w, s))
+        c = w
+    layers += [nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(1024, 1000)]
+    model = nn.Sequential(*layers).to(DEV, torch.float16, memory_format=torch.channels_last).eval()
+    x = torch.randn(128, 3, 224, 224, device=DEV, dtype=torch.float16).to(memory_format=torch.channels_last)
+
+    def step():
+        with torch.no_grad():
+            model(x)
+
+    return step
+
+
 WORKLOADS = {"mlp_small_train": mlp_small_train, "bert_infer": bert_infer, "cnn_dataload_train": cnn_dataload_train,
              # the second held-out set (data/h200_heldout2)
              "gpt_small_train": gpt_small_train, "resnet_small_train": resnet_small_train,
              "lstm_lm_train": lstm_lm_train,
              # the third set (data/h200_heldout3): kinds of loop the model had not met
              "stream_chain": stream_chain, "fp32_mlp_train": fp32_mlp_train, "tiny_ops": tiny_ops,
-             "conv_infer": conv_infer, "llm_prefill_infer": llm_prefill_infer}
+             "conv_infer": conv_infer, "llm_prefill_infer": llm_prefill_infer,
+             # recorded to check a convolution's power without its work (devices/*.json kinds.conv)
+             "unet_seg_train": unet_seg_train, "mobilenet_infer": mobilenet_infer}
 
 
 # ---------------------------------------------------------------- one process: one loop, one trace
