@@ -345,6 +345,43 @@ def mobilenet_infer():
     return step
 
 
+def convnext_train():
+    """A ConvNeXt-shaped classifier (depthwise 7x7 convolutions, LayerNorm, 4x MLP, GELU; 4 stages
+    of 48-384 channels) trained on 3x128x128 images, batch 32, bf16 autocast, AdamW."""
+    class Block(nn.Module):
+        def __init__(self, c):
+            super().__init__()
+            self.dw = nn.Conv2d(c, c, 7, 1, 3, groups=c)
+            self.norm = nn.LayerNorm(c)
+            self.mlp = nn.Sequential(nn.Linear(c, 4 * c), nn.GELU(), nn.Linear(4 * c, c))
+
+        def forward(self, x):
+            h = self.dw(x).permute(0, 2, 3, 1)
+            return x + self.mlp(self.norm(h)).permute(0, 3, 1, 2)
+
+    layers, c = [nn.Conv2d(3, 48, 4, 4)], 48
+    for i, (w, n) in enumerate(((48, 2), (96, 2), (192, 4), (384, 2))):
+        if i:
+            layers.append(nn.Conv2d(c, w, 2, 2))
+        layers += [Block(w) for _ in range(n)]
+        c = w
+    model = nn.Sequential(*layers, nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(c, 100))
+    model = model.to(DEV, memory_format=torch.channels_last)
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
+    x = torch.randn(32, 3, 128, 128, device=DEV).to(memory_format=torch.channels_last)
+    y = torch.randint(0, 100, (32,), device=DEV)
+    loss_fn = nn.CrossEntropyLoss()
+
+    def step():
+        opt.zero_grad(set_to_none=True)
+        with torch.autocast("cuda", dtype=torch.bfloat16):
+            loss = loss_fn(model(x).float(), y)
+        loss.backward()
+        opt.step()
+
+    return step
+
+
 WORKLOADS = {"mlp_small_train": mlp_small_train, "bert_infer": bert_infer, "cnn_dataload_train": cnn_dataload_train,
              # the second held-out set (data/h200_heldout2)
              "gpt_small_train": gpt_small_train, "resnet_small_train": resnet_small_train,
@@ -353,7 +390,9 @@ WORKLOADS = {"mlp_small_train": mlp_small_train, "bert_infer": bert_infer, "cnn_
              "stream_chain": stream_chain, "fp32_mlp_train": fp32_mlp_train, "tiny_ops": tiny_ops,
              "conv_infer": conv_infer, "llm_prefill_infer": llm_prefill_infer,
              # recorded to check a convolution's power without its work (devices/*.json kinds.conv)
-             "unet_seg_train": unet_seg_train, "mobilenet_infer": mobilenet_infer}
+             "unet_seg_train": unet_seg_train, "mobilenet_infer": mobilenet_infer,
+             # recorded to check depthwise convolutions as memory kernels (src/model/kernel_class.cc)
+             "convnext_train": convnext_train}
 
 
 # ---------------------------------------------------------------- one process: one loop, one trace
