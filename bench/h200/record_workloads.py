@@ -285,6 +285,20 @@ def llm_prefill_infer():
     return step
 
 
+def bf16_classifier_step(model, opt, x, y):
+    """One training step under bf16 autocast: cross-entropy (in fp32) of model(x) against y."""
+    loss_fn = nn.CrossEntropyLoss()
+
+    def step():
+        opt.zero_grad(set_to_none=True)
+        with torch.autocast("cuda", dtype=torch.bfloat16):
+            loss = loss_fn(model(x).float(), y)
+        loss.backward()
+        opt.step()
+
+    return step
+
+
 def unet_seg_train():
     """A small U-Net (3 levels, 32-128 channels, transposed convolutions) trained for segmentation on
     3x128x128 images, batch 16, bf16 autocast, channels_last, AdamW."""
@@ -311,16 +325,7 @@ def unet_seg_train():
     opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
     x = torch.randn(16, 3, 128, 128, device=DEV).to(memory_format=torch.channels_last)
     y = torch.randint(0, 8, (16, 128, 128), device=DEV)
-    loss_fn = nn.CrossEntropyLoss()
-
-    def step():
-        opt.zero_grad(set_to_none=True)
-        with torch.autocast("cuda", dtype=torch.bfloat16):
-            loss = loss_fn(model(x).float(), y)
-        loss.backward()
-        opt.step()
-
-    return step
+    return bf16_classifier_step(model, opt, x, y)
 
 
 def mobilenet_infer():
@@ -370,16 +375,7 @@ def convnext_train():
     opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
     x = torch.randn(32, 3, 128, 128, device=DEV).to(memory_format=torch.channels_last)
     y = torch.randint(0, 100, (32,), device=DEV)
-    loss_fn = nn.CrossEntropyLoss()
-
-    def step():
-        opt.zero_grad(set_to_none=True)
-        with torch.autocast("cuda", dtype=torch.bfloat16):
-            loss = loss_fn(model(x).float(), y)
-        loss.backward()
-        opt.step()
-
-    return step
+    return bf16_classifier_step(model, opt, x, y)
 
 
 WORKLOADS = {"mlp_small_train": mlp_small_train, "bert_infer": bert_infer, "cnn_dataload_train": cnn_dataload_train,
