@@ -259,16 +259,21 @@ def tiny_ops():
     return step
 
 
-def conv_infer():
-    """ResNet-18-shaped CNN inference, bf16, channels_last, batch 64 x 3x224x224."""
-    model = _resnet18_shaped(1000).to(DEV, torch.bfloat16, memory_format=torch.channels_last).eval()
-    x = torch.randn(64, 3, 224, 224, device=DEV, dtype=torch.bfloat16).to(memory_format=torch.channels_last)
+def image_infer_step(model, batch, dtype):
+    """Inference of `model` on `batch` x 3x224x224 images in `dtype`, channels_last, no autograd."""
+    model = model.to(DEV, dtype, memory_format=torch.channels_last).eval()
+    x = torch.randn(batch, 3, 224, 224, device=DEV, dtype=dtype).to(memory_format=torch.channels_last)
 
     def step():
         with torch.no_grad():
             model(x)
 
     return step
+
+
+def conv_infer():
+    """ResNet-18-shaped CNN inference, bf16, channels_last, batch 64 x 3x224x224."""
+    return image_infer_step(_resnet18_shaped(1000), 64, torch.bfloat16)
 
 
 def llm_prefill_infer():
@@ -340,14 +345,7 @@ def mobilenet_infer():
         layers.append(separable(c, w, s))
         c = w
     layers += [nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(1024, 1000)]
-    model = nn.Sequential(*layers).to(DEV, torch.float16, memory_format=torch.channels_last).eval()
-    x = torch.randn(128, 3, 224, 224, device=DEV, dtype=torch.float16).to(memory_format=torch.channels_last)
-
-    def step():
-        with torch.no_grad():
-            model(x)
-
-    return step
+    return image_infer_step(nn.Sequential(*layers), 128, torch.float16)
 
 
 def convnext_train():
