@@ -375,7 +375,8 @@ double FitGpuScale(const graph::Graph& g, const IterationMap& it, size_t steady,
   const double at = time(cpu_scale, 1.0);
   const double target = static_cast<double>(unprofiled_ns);
   if (at <= 0 || target <= at * (1.0 + noise)) return 1.0;                  // within noise of the trace
-  if (time(kMinCpuScale, 1.0) * (1.0 + noise) < time(1.0, 1.0)) return 1.0;  // the CPU sets the pace
+  const double as_traced = cpu_scale == 1.0 ? at : time(1.0, 1.0);
+  if (time(kMinCpuScale, 1.0) * (1.0 + noise) < as_traced) return 1.0;  // the CPU sets the pace
   if (time(cpu_scale, kMaxGpuScale) < target) return 1.0;                   // not the GPU ops' time
   double lo = 1.0, hi = kMaxGpuScale;  // time(lo) < target <= time(hi)
   for (int k = 0; k < 40 && hi - lo > 1e-5; ++k) {

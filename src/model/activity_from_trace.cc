@@ -51,7 +51,8 @@ Result<ActivityProfile> ActivityFromTrace(const trace::Trace& trace, const Devic
     auto [info, inserted] = by_name.try_emplace(gpu.name[i].value(), NameInfo{KernelClass::kOther, 0});
     if (inserted) {
       const std::string_view name = trace.Name(gpu.name[i]);
-      info->second = {Classify(name), ShareKindOfName(name)};
+      const int kind = ShareKindOfName(name);  // one classification of the name
+      info->second = {ShareKindClass(kind), kind};
     }
     const trace::LaunchConfig& l = gpu.launch[i];
     ops.push_back(ClassInterval{gpu.start[i], gpu.end[i], info->second.cls,

@@ -823,20 +823,21 @@ Result<TracePlan> PlanTrace(const analysis::TraceAnalysis& a, const model::Devic
     return InvalidArgument(fmt::format("{}: the steady iteration has no GPU ops to plan", a.trace->meta.source_path));
   }
   // The clock the trace's durations ran at, then the baselines every plan is compared with.
-  // An EMO trace that read the SM clock says it, and with it the power it ran at; the device's
-  // activity is scaled to agree for this trace (TracePowerScale).
+  // An EMO trace that read the SM clock says it, and with it the power it ran at; so does a
+  // GPU-bound loop whose measured step only a lower clock explains (held there by the power
+  // limit, as a recorded clock would say). The device's activity is scaled to agree for this
+  // trace (TracePowerScale).
   model::DeviceModel traced_device = device;
-  if (const auto recorded = RecordedClock(*a.trace, device)) {
-    plan.throttle_clock = *recorded;
-    plan.throttle_clock_source = "trace";
-    plan.trace_power_scale = TracePowerScale(a, device, windows, *recorded);
-    traced_device.activity_scale *= plan.trace_power_scale;
-  } else if (const auto step = StepClock(a, device)) {
-    // A GPU-bound loop whose measured step only a lower clock explains: held there by the power
-    // limit, as a recorded clock would say, so its power there is the cap's.
-    plan.throttle_clock = *step;
-    plan.throttle_clock_source = "step";
-    plan.trace_power_scale = TracePowerScale(a, device, windows, *step);
+  std::optional<MegaHertz> measured = RecordedClock(*a.trace, device);
+  const char* source = "trace";
+  if (!measured) {
+    measured = StepClock(a, device);
+    source = "step";
+  }
+  if (measured) {
+    plan.throttle_clock = *measured;
+    plan.throttle_clock_source = source;
+    plan.trace_power_scale = TracePowerScale(a, device, windows, *measured);
     traced_device.activity_scale *= plan.trace_power_scale;
   } else {
     plan.throttle_clock = ThrottledClock(a, device, windows);
