@@ -45,7 +45,8 @@ def workload(path):
 pooled = {}  # kind -> workload -> [work share x known ms, launch share x known ms, known ms]
 for i, t in enumerate(traces, 1):
     print(f"[{i}/{len(traces)}] {t}", file=sys.stderr)
-    out = subprocess.run([emo, "optimize", t, "--device", device, "--json", "-"], capture_output=True, text=True)
+    out = subprocess.run([emo, "optimize", t, "--device", device, "--json", "-"], capture_output=True, text=True,
+                         timeout=600)
     if out.returncode != 0:
         sys.exit(f"emo optimize {t} failed: {out.stderr.strip()}")
     for k in json.loads(out.stdout)["model"]["matmul_work"].get("kinds", []):
