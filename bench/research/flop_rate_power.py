@@ -33,130 +33,16 @@ import math, os, re, sys
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import h200_loops  # noqa: E402
 from lsq import solve  # noqa: E402
+from matmul_flops import PEAK, annotate, is_matmul, peak_name  # noqa: E402,F401
 
 repo, emo, shared = h200_loops.command_line()
 IDLE, CAP = h200_loops.device(repo)
 SM, FIXED = h200_loops.SM, h200_loops.FIXED
-PEAK = {"bf16": 989.4e12, "tf32": 494.7e12, "fp32": 66.9e12}
 loops, kinds = h200_loops.load(repo, shared, emo)
 
 
-def prod(xs):
-    p = 1
-    for x in xs:
-        p *= x
-    return p
-
-
-def scalars(s):
-    return [int(x) for x in re.findall(r"-?\d+", s or "")]
-
-
-def conv_flops(inp, weight, stride, padding, dilation, groups):
-    n, _, *spatial = inp
-    o, cg, *kernel = weight
-    out = [(h + 2 * p - d * (k - 1) - 1) // s + 1
-           for h, k, s, p, d in zip(spatial, kernel, stride or [1] * 3, padding or [0] * 3, dilation or [1] * 3)]
-    return 2 * n * o * prod(out) * cg * prod(kernel)
-
-
-def op_flops(op):
-    """FLOPs of one CPU op from its shapes, or None."""
-    n, d, c = op["name"], op["dims"], op["concrete"]
-    try:
-        if n == "aten::mm":
-            (m, k), (_, nn) = d[0], d[1]
-            return 2 * m * k * nn
-        if n in ("aten::addmm", "aten::_addmm_activation"):
-            (m, k), (_, nn) = d[1], d[2]
-            return 2 * m * k * nn
-        if n == "aten::bmm":
-            (b, m, k), (_, _, nn) = d[0], d[1]
-            return 2 * b * m * k * nn
-        if n == "aten::baddbmm":
-            (b, m, k), (_, _, nn) = d[1], d[2]
-            return 2 * b * m * k * nn
-        if n == "aten::cudnn_convolution":  # (input, weight, padding, stride, dilation, groups, ...)
-            return conv_flops(d[0], d[1], scalars(c[3]), scalars(c[2]), scalars(c[4]), scalars(c[5])[0])
-        if n == "aten::convolution_backward":  # (grad_out, input, weight, bias_sizes, stride, padding,
-            # dilation, transposed, output_padding, groups, output_mask)
-            f = conv_flops(d[1], d[2], scalars(c[4]), scalars(c[5]), scalars(c[6]), scalars(c[9])[0])
-            mask = re.findall(r"True|False", c[10])
-            return f * max(1, sum(m == "True" for m in mask[:2]))
-        if "attention" in n:
-            four = [x for x in d if isinstance(x, list) and len(x) == 4]
-            if len(four) < 2:
-                return None
-            back = "backward" in n
-            q, k = (four[1], four[2]) if back and len(four) >= 3 else (four[0], four[1])
-            b, h, sq, dh = q
-            f = 4 * b * h * sq * k[2] * dh
-            return 2.5 * f if back else f
-    except (ValueError, IndexError, TypeError):
-        return None
-    return None
-
-
-def sweep_flops(config):
-    g = re.match(r"gemm_\w+?_(\d+)x(\d+)x(\d+)$", config)
-    if g:
-        m, k, nn = map(int, g.groups())
-        return 2 * m * k * nn
-    g = re.match(r"gemm_\w+?_(\d+)$", config)
-    if g:
-        return 2 * int(g.group(1)) ** 3
-    g = re.match(r"bmm_\w+?_(\d+)x(\d+)$", config)
-    if g:
-        b, s = map(int, g.groups())
-        return 2 * b * s ** 3
-    return None
-
-
-def is_matmul(op):
-    k = kinds.get(op["name"])
-    return op["cat"] == "kernel" and k is not None and (
-        k["share_kind"] in ("gemm", "conv", "attention", "cuda_core_gemm"))
-
-
-def peak(op, cpu):
-    n = op["name"].lower()
-    if "tf32" in n:
-        return PEAK["tf32"]
-    types = " ".join(cpu["types"]) if cpu else ""
-    if "float" in types and "BFloat16" not in types and "Half" not in types:
-        return PEAK["fp32"]
-    if cpu is None and ("fp32" in n or "sgemm" in n or "f32f32_f32f32_f32" in n):
-        return PEAK["fp32"]
-    return PEAK["bf16"]
-
-
-def annotate(loop):
-    """Each matrix-multiply op's share of its dtype's peak, where its work is known."""
-    by_ext = {}
-    for op in loop["ops"]:
-        op["u"] = None
-        if is_matmul(op):
-            by_ext.setdefault(op["ext"], []).append(op)
-    cfg = loop["config"] and sweep_flops(loop["config"])
-    for ext, group in by_ext.items():
-        cpu = loop["cpu"].get(ext)
-        f = op_flops(cpu) if cpu else cfg
-        if not f:
-            continue
-        total = sum(o["dur"] for o in group)
-        for o in group:
-            p = PEAK["fp32"] if cpu is None and loop["config"].startswith("gemm_fp32") else peak(o, cpu)
-            o["u"] = min(1.0, f * (o["dur"] / total) / (o["dur"] * 1e-6 * p))
-            o["simt"] = p == PEAK["fp32"]
-
-
 for l in loops:
-    annotate(l)
-
-
-def peak_name(op):
-    """The peak an annotated op's u is read against: fp32 (CUDA cores), tf32 or bf16."""
-    return "fp32" if op["simt"] else ("tf32" if "tf32" in op["name"].lower() else "bf16")
+    annotate(l, kinds)
 
 
 def proxy_check():
@@ -266,7 +152,7 @@ held_work = lambda l: l["set"] not in FIT and bool(l["cpu"])  # noqa: E731
 held_none = lambda l: l["set"] not in FIT and not l["cpu"]  # noqa: E731
 print(f"{len(loops)} loops. Matrix-multiply kernel time with known work, per set of loops that carry it:")
 for name, pick in (("fit set", fit_set), ("held out with shapes", held_work)):
-    ops = [o for l in loops if pick(l) for o in l["ops"] if is_matmul(o)]
+    ops = [o for l in loops if pick(l) for o in l["ops"] if is_matmul(o, kinds)]
     t = sum(o["dur"] for o in ops)
     known = sum(o["dur"] for o in ops if o.get("u") is not None)
     print(f"- {name}: {100 * known / t:.0f} % of {t / 1e3:.0f} ms")
