@@ -114,6 +114,21 @@ Status ReadWorkPower(const JsonField& doc, FieldReader& reader, DeviceModel& dev
                                  curve->At(1.0)));
     }
   }
+  if (w.Has("tile")) {
+    EMO_ASSIGN_OR_RETURN(const JsonField t, w.Get("tile"));
+    EMO_RETURN_IF_ERROR(t.ExpectObject());
+    WorkPower::Tile& tile = out.tile;
+    EMO_RETURN_IF_ERROR(reader.Number(t.json(), "u_sat", "work_power.tile.u_sat", tile.u_sat));
+    EMO_RETURN_IF_ERROR(reader.Number(t.json(), "knee_intensity", "work_power.tile.knee_intensity",
+                                      tile.knee_intensity));
+    EMO_RETURN_IF_ERROR(reader.Number(t.json(), "floor_us", "work_power.tile.floor_us", tile.floor_us));
+    if (!(tile.u_sat > 0.0 && tile.u_sat <= 1.0)) return t.Error(fmt::format("u_sat must be in (0, 1] ({})", tile.u_sat));
+    if (!(tile.knee_intensity > 0.0)) {
+      return t.Error(fmt::format("knee_intensity must be positive ({})", tile.knee_intensity));
+    }
+    if (!(tile.floor_us >= 0.0)) return t.Error(fmt::format("floor_us must be >= 0 ({})", tile.floor_us));
+    tile.known = true;
+  }
   out.known = true;
   return Status::Ok();
 }
@@ -481,9 +496,24 @@ double DeviceModel::ComputeAboveIdle() const {
 }
 
 double DeviceModel::WorkShare(double u, bool cuda_core) const {
-  const double full = ComputeAboveIdle();
+  // Over the class's power at activity scale 1: the share times the class's power then scales the
+  // curve's watts by activity_scale as it does the class powers (a held trace's TracePowerScale).
+  const double full = ComputeAboveIdle() / activity_scale;
   if (!work_power.known || full <= 0.0) return 0.0;
   return std::max(0.0, (cuda_core ? work_power.cuda_core : work_power.tensor).At(u)) / full;
+}
+
+double DeviceModel::TileWork(double tile_intensity, int64_t blocks, double duration_s) const {
+  const WorkPower::Tile& t = work_power.tile;
+  if (!work_power.known || !t.known || !(tile_intensity > 0.0) || !(duration_s > 0.0)) {
+    return std::numeric_limits<double>::quiet_NaN();
+  }
+  // A launch without its grid (blocks 0) counts as covering the GPU, as in KernelShare.
+  const double covered =
+      sm_count > 0 && blocks > 0 ? static_cast<double>(std::min<int64_t>(blocks, sm_count)) / sm_count : 1.0;
+  const double d_us = duration_s * 1e6;
+  return t.u_sat * std::min(1.0, tile_intensity / t.knee_intensity) * covered *
+         std::max(0.0, d_us - t.floor_us) / d_us;
 }
 
 double DeviceModel::KernelShare(int64_t blocks, int64_t threads_per_block, double duration_s,

@@ -294,6 +294,48 @@ bool IsTf32(std::string_view name) {
   return lower.find("tf32") != std::string::npos || lower.find("tensorop_s1688") != std::string::npos;
 }
 
+namespace {
+
+// The number of decimal digits at the front of `s`, at most 4 (0: none).
+size_t Digits(std::string_view s) {
+  size_t i = 0;
+  while (i < s.size() && i < 4 && s[i] >= '0' && s[i] <= '9') ++i;
+  return i;
+}
+
+// Reads "<a>x<b>" at the front of `s` (a and b of 1-4 digits, not followed by another digit);
+// false when `s` does not start so.
+bool ReadPair(std::string_view s, int& a, int& b) {
+  const size_t da = Digits(s);
+  if (da == 0 || da >= s.size() || s[da] != 'x') return false;
+  const std::string_view rest = s.substr(da + 1);
+  const size_t db = Digits(rest);
+  if (db == 0 || (db < rest.size() && rest[db] >= '0' && rest[db] <= '9')) return false;
+  a = std::stoi(std::string(s.substr(0, da)));
+  b = std::stoi(std::string(rest.substr(0, db)));
+  return true;
+}
+
+bool TileSide(int v) { return v >= 8 && v <= 512 && v % 8 == 0; }
+
+}  // namespace
+
+GemmTile GemmTileOf(std::string_view name) {
+  const std::string lower = Lower(name);
+  const std::string_view s = lower;
+  int m = 0, n = 0;
+  if (const size_t at = s.find("tilesize"); at != std::string_view::npos &&
+                                             ReadPair(s.substr(at + 8), m, n) && TileSide(m) && TileSide(n)) {
+    return {m, n};
+  }
+  for (size_t i = 0; i < s.size(); ++i) {
+    // A pair starts at a digit that follows no digit.
+    if (s[i] < '0' || s[i] > '9' || (i > 0 && s[i - 1] >= '0' && s[i - 1] <= '9')) continue;
+    if (ReadPair(s.substr(i), m, n) && TileSide(m) && TileSide(n)) return {m, n};
+  }
+  return {};
+}
+
 bool IsHalfPrecision(std::string_view name) {
   const std::string lower = Lower(name);
   for (std::string_view w : {"bfloat16", "half", "bf16", "fp16"}) {

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <unordered_map>
+#include <unordered_set>
 
 #include "emo/trace/trace.h"
 
@@ -21,6 +22,9 @@ class NameRules {
     bool matmul = false;  // IsMatrixMultiply
     bool tf32 = false;    // IsTf32
     int share_kind = 0;   // ShareKindOfName
+    // For a tensor-core GEMM whose name states its tile: the tile's multiply-adds per byte of its
+    // inputs loaded, M·N/(M+N) over 4 bytes an element in TF32, 2 otherwise (0: none).
+    double tile_intensity = 0.0;
   };
   explicit NameRules(const trace::Trace& trace) : trace_(trace) {}
   const Rules& Of(uint32_t op) {
@@ -28,7 +32,10 @@ class NameRules {
     if (inserted) {
       const std::string_view name = trace_.Name(trace_.gpu.name[op]);
       const int kind = ShareKindOfName(name);
-      it->second = {IsMatrixMultiplyKind(kind), IsTf32(name), kind};
+      const bool tf32 = IsTf32(name);
+      const double per_element =
+          kind == static_cast<int>(KernelKind::kGemm) ? GemmTileOf(name).Intensity() : 0.0;
+      it->second = {IsMatrixMultiplyKind(kind), tf32, kind, per_element / (tf32 ? 4.0 : 2.0)};
     }
     return it->second;
   }
@@ -38,6 +45,40 @@ class NameRules {
   std::unordered_map<uint32_t, Rules> by_name_;
 };
 
+// The External ids of the trace's convolution operators (a framework op whose name holds "conv":
+// aten::cudnn_convolution, aten::convolution_backward, ...).
+std::unordered_set<int64_t> ConvolutionOps(const trace::Trace& trace) {
+  std::unordered_set<int64_t> out;
+  const trace::CpuEventTable& cpu = trace.cpu;
+  for (size_t i = 0; i < cpu.size(); ++i) {
+    if (cpu.kind[i] == trace::CpuKind::kOp && cpu.external_id[i] >= 0 &&
+        trace.Name(cpu.name[i]).find("conv") != std::string_view::npos) {
+      out.insert(cpu.external_id[i]);
+    }
+  }
+  return out;
+}
+
+// Every tensor-core GEMM kernel whose name states its tile gets the work per µs its tile and launch
+// imply (DeviceModel::TileWork); the operator's work, where the trace has it, replaces it after.
+// Not a GEMM kernel a convolution launched (cuDNN runs 1x1 convolutions on cuBLAS's kernels): its
+// depth, input channels x filter size, is often short of what the tile needs to stay busy, and
+// neither name nor launch shows it (MobileNet's pointwise convolutions, BENCHMARKS.md).
+void EstimateFromTiles(const trace::Trace& trace, const DeviceModel& device, NameRules& rules,
+                       std::vector<KernelWork>& out) {
+  if (!device.work_power.tile.known) return;
+  const trace::GpuOpTable& gpu = trace.gpu;
+  const std::unordered_set<int64_t> convolutions = ConvolutionOps(trace);
+  for (uint32_t i = 0; i < gpu.size(); ++i) {
+    if (gpu.kind[i] != trace::GpuKind::kKernel || gpu.end[i] <= gpu.start[i]) continue;
+    if (gpu.external_id[i] >= 0 && convolutions.count(gpu.external_id[i])) continue;
+    const double intensity = rules.Of(i).tile_intensity;
+    if (intensity <= 0.0) continue;
+    out[i].u = device.TileWork(intensity, trace::Blocks(gpu.launch[i]), NsToS(gpu.end[i] - gpu.start[i]));
+    out[i].from_tile = out[i].Known();
+  }
+}
+
 }  // namespace
 
 bool IsMatrixMultiply(std::string_view kernel_name) { return IsMatrixMultiplyKind(ShareKindOfName(kernel_name)); }
@@ -46,9 +87,11 @@ std::vector<KernelWork> KernelWorkFromTrace(const trace::Trace& trace, const Dev
   const trace::GpuOpTable& gpu = trace.gpu;
   std::vector<KernelWork> out(gpu.size());
   const WorkPower& w = device.work_power;
-  if (!w.known || trace.op_work.empty()) return out;
-  // The matrix-multiply kernels of each operator with known work, and their summed duration.
+  if (!w.known) return out;
   NameRules rules(trace);
+  EstimateFromTiles(trace, device, rules, out);
+  if (trace.op_work.empty()) return out;
+  // The matrix-multiply kernels of each operator with known work, and their summed duration.
   std::unordered_map<int64_t, double> time_s;  // by External id
   std::vector<uint32_t> ops;
   for (uint32_t i = 0; i < gpu.size(); ++i) {
@@ -71,6 +114,7 @@ std::vector<KernelWork> KernelWorkFromTrace(const trace::Trace& trace, const Dev
     }
     out[i].u = std::min(1.0, work.flops / (time_s.at(gpu.external_id[i]) * peak));
     out[i].cuda_core = cuda_core;
+    out[i].from_tile = false;
   }
   return out;
 }
@@ -89,6 +133,11 @@ WorkCoverage CoverageOf(const trace::Trace& trace, const std::vector<KernelWork>
     c.matmul_s += d;
     k.matmul_s += d;
     if (i >= work.size() || !work[i].Known()) continue;
+    if (work[i].from_tile) {
+      c.tile_s += d;
+      k.tile_s += d;
+      continue;
+    }
     c.known_s += d;
     k.known_s += d;
     k.work_share_s += d * device.WorkShare(work[i].u, work[i].cuda_core);

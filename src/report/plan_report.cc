@@ -34,6 +34,7 @@ json MatmulKindsJson(const model::WorkCoverage& c, const model::DeviceModel& d) 
     out.push_back({{"kind", model::ShareKindName(k)},
                    {"matmul_ms", 1e3 * kind.matmul_s},
                    {"known_ms", 1e3 * kind.known_s},
+                   {"tile_ms", 1e3 * kind.tile_s},
                    {"work_share", known ? json(kind.work_share_s / kind.known_s) : json(nullptr)},
                    {"launch_share", known ? json(kind.launch_share_s / kind.known_s) : json(nullptr)},
                    {"power_share", d.PowerShare(k)}});
@@ -42,7 +43,7 @@ json MatmulKindsJson(const model::WorkCoverage& c, const model::DeviceModel& d) 
 }
 
 // The shapes warning: matrix multiplies are at least this share of the kernel time, and their
-// work is known for less than this share of theirs.
+// work is known (from shapes, or estimated from a GEMM's tile) for less than this share of theirs.
 constexpr double kMatmulWarnShare = 0.1;
 constexpr double kKnownWorkWarnShare = 0.5;
 
@@ -111,16 +112,18 @@ std::vector<std::string> Warnings(const opt::PlannedTrace& pt) {
     w.push_back(opt::FragileTimeWarning(plan, *f));
   }
   const model::WorkCoverage& wc = plan.work_coverage;
-  if (plan.work_curves && wc.matmul_s >= kMatmulWarnShare * wc.kernel_s && wc.KnownShare() < kKnownWorkWarnShare) {
+  if (plan.work_curves && wc.matmul_s >= kMatmulWarnShare * wc.kernel_s &&
+      wc.EstimatedShare() < kKnownWorkWarnShare) {
+    const double unknown_s = wc.matmul_s - wc.known_s - wc.tile_s;
     w.push_back(fmt::format(
         "the model knows no work for {:.0f} % of the trace's matrix-multiply kernel time ({:.1f} of {:.1f} ms; "
-        "{:.0f} % of all kernel time): their operators have no shapes in the trace, or are ones whose work EMO does "
-        "not derive (trace/op_work.h lists those it does), so those kernels draw an average for their kind (their "
-        "class's power, times the kind's power share where the device file gives one) instead of their work's "
-        "(docs/model.md 6a), which left H200 loops without shapes off by up to 14 % (BENCHMARKS.md, \"A "
-        "convolution's power without its work\"); {}",
-        100.0 * (1.0 - wc.KnownShare()), 1e3 * (wc.matmul_s - wc.known_s), 1e3 * wc.matmul_s,
-        100.0 * wc.matmul_s / wc.kernel_s,
+        "{:.0f} % of all kernel time; {:.1f} ms more is estimated from GEMM tiles): their operators have no shapes "
+        "in the trace, or are ones whose work EMO does not derive (trace/op_work.h lists those it does), so those "
+        "kernels draw an average for their kind (their class's power, times the kind's power share where the "
+        "device file gives one) instead of their work's (docs/model.md 6a), which left H200 loops without shapes "
+        "off by up to 14 % (BENCHMARKS.md, \"A convolution's power without its work\"); {}",
+        100.0 * unknown_s / wc.matmul_s, 1e3 * unknown_s, 1e3 * wc.matmul_s, 100.0 * wc.matmul_s / wc.kernel_s,
+        1e3 * wc.tile_s,
         a.trace->meta.format == "kineto-json"
             ? "profile with record_shapes=True where it is missing"
             : "this trace format carries no operator shapes (an EMO trace's CUPTI records have no arguments): a "
@@ -237,6 +240,7 @@ json PlanToJson(const opt::PlannedTrace& pt) {
                                  {"kernel_ms", 1e3 * plan.work_coverage.kernel_s},
                                  {"matmul_ms", 1e3 * plan.work_coverage.matmul_s},
                                  {"known_ms", 1e3 * plan.work_coverage.known_s},
+                                 {"tile_ms", 1e3 * plan.work_coverage.tile_s},
                                  {"known_pct", 100.0 * plan.work_coverage.KnownShare()},
                                  {"kinds", MatmulKindsJson(plan.work_coverage, d)}}},
                 {"device_check", {{"outcome", model::DeviceCheckName(pt.device_check.outcome)},

@@ -420,6 +420,28 @@ TEST(DeviceTest, WorkPowerIsReadAndChecked) {
   bad = j;
   bad["work_power"].erase("cuda_core");
   refused(bad, "cuda_core");
+
+  // The optional tile estimate: every number once the entry is there, each in its range.
+  EXPECT_FALSE(d->work_power.tile.known);
+  EXPECT_TRUE(std::isnan(d->TileWork(30.0, 132, 10e-6)));
+  j["work_power"]["tile"] = {{"u_sat", sourced(0.7)}, {"knee_intensity", sourced(20.0)}, {"floor_us", sourced(2.0)}};
+  Result<DeviceModel> tiled = ParseDevice(j, "devices/t.json");
+  ASSERT_TRUE(tiled.ok()) << tiled.status().ToString();
+  EXPECT_TRUE(tiled->work_power.tile.known);
+  EXPECT_DOUBLE_EQ(tiled->work_power.tile.knee_intensity, 20.0);
+  EXPECT_EQ(tiled->provenance.at("work_power.tile.floor_us").source, "test");
+  bad = j;
+  bad["work_power"]["tile"]["u_sat"]["value"] = 1.5;
+  refused(bad, "u_sat must be in (0, 1]");
+  bad = j;
+  bad["work_power"]["tile"]["knee_intensity"]["value"] = 0;
+  refused(bad, "knee_intensity must be positive");
+  bad = j;
+  bad["work_power"]["tile"]["floor_us"]["value"] = -1;
+  refused(bad, "floor_us must be >= 0");
+  bad = j;
+  bad["work_power"]["tile"].erase("floor_us");
+  refused(bad, "floor_us");
 }
 
 // Clock-bound shares per kind: each optional, checked, with its provenance; a kind the file does

@@ -1,6 +1,7 @@
 // Kernel classes from real kernel names: a representative list taken from the traces in
 // ../shared/traces (H200 training, DDP and pipeline runs; public A100/V100/B200/H100 traces).
 #include <string>
+#include <utility>
 
 #include <gtest/gtest.h>
 
@@ -279,6 +280,34 @@ TEST(KernelClassTest, Tf32ByName) {
                         "nvjet_sm90_tst_128x64_64x8_1x2_h_bz_NNT"}) {
     EXPECT_FALSE(IsTf32(n)) << n;
   }
+}
+
+// A GEMM kernel's tile as its library names it; cluster shapes, template arguments and names
+// without a tile give none.
+TEST(KernelClassTest, GemmTilesFromNames) {
+  auto tile = [](std::string_view name) {
+    const GemmTile t = GemmTileOf(name);
+    return std::pair{t.m, t.n};
+  };
+  EXPECT_EQ(tile("nvjet_sm90_tst_64x8_64x16_1x2_h_bz_NNT"), std::pair(64, 8));
+  EXPECT_EQ(tile("nvjet_sm90_hsh_128x256_64x4_2x1_v_ssched_bz_coopA_TNN"), std::pair(128, 256));
+  EXPECT_EQ(tile("sm90_xmma_gemm_f32f32_tf32f32_f32_nn_n_tilesize128x256x32_warpgroupsize2x1x1"),
+            std::pair(128, 256));
+  EXPECT_EQ(tile("sm80_xmma_gemm_bf16bf16_bf16f32_f32_tn_n_tilesize64x64x64_stage4_warpsize2x2x1"),
+            std::pair(64, 64));
+  EXPECT_EQ(tile("void cutlass::Kernel2<cutlass_80_tensorop_s1688gemm_64x64_32x6_nn_align4>(Params)"),
+            std::pair(64, 64));
+  EXPECT_EQ(tile("cutlass3x_sm90_tensorop_gemm_bf16_bf16_f32_bf16_bf16_128x256x64_1x2x1_0_tnn_align8"),
+            std::pair(128, 256));
+  EXPECT_EQ(tile("ampere_bf16_s16816gemm_bf16_128x128_ldg8_f2f_stages_32x5_nn"), std::pair(128, 128));
+  EXPECT_EQ(tile("nvjet_sm90_tst_320x128_64x3_1x2_h_bz_coopB_NNT"), std::pair(320, 128));
+  EXPECT_FALSE(GemmTileOf("triton_tem_fused_mm_0").Known());
+  EXPECT_FALSE(GemmTileOf("void at::native::vectorized_elementwise_kernel<4, at::native::AUnaryFunctor>").Known());
+  EXPECT_FALSE(GemmTileOf("kernel_1x2_cluster_5x5").Known());         // sides below 8 or not multiples
+  EXPECT_FALSE(GemmTileOf("gemm_1024x8192_ldg").Known());             // a side above 512
+  EXPECT_FALSE(GemmTileOf("gemm_12345x64").Known());                  // five digits: not a tile side
+  EXPECT_NEAR(GemmTileOf("nvjet_sm90_tst_256x128_64x4").Intensity(), 256.0 * 128 / 384, 1e-12);
+  EXPECT_DOUBLE_EQ(GemmTile{}.Intensity(), 0.0);
 }
 
 }  // namespace emo::model

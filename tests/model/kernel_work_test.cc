@@ -113,14 +113,75 @@ TEST(KernelWorkTest, WorkShareIsTheCurveOverTheComputeClassPower) {
   EXPECT_DOUBLE_EQ(d.WorkShare(1.0, false), 2.0);  // hungrier than the class: above 1
   EXPECT_DOUBLE_EQ(d.WorkShare(2.0, false), 2.0);  // u is at most 1
   EXPECT_DOUBLE_EQ(d.WorkShare(0.25, true), (35.0 + 140.0 * 0.5) / 350.0);
-  d.activity_scale = 0.5;  // a scale moves the class power, not what the curve draws
-  EXPECT_DOUBLE_EQ(d.WorkShare(0.5, false) * 0.5 * 350.0, 385.0);
+  d.activity_scale = 0.5;  // a scale moves what the curve draws as it moves the class power
+  EXPECT_DOUBLE_EQ(d.ComputeAboveIdle(), 175.0);
+  EXPECT_DOUBLE_EQ(d.WorkShare(0.5, false) * d.ComputeAboveIdle(), 0.5 * 385.0);
   KernelWork known{0.5, false};
   const int gemm = static_cast<int>(KernelKind::kGemm);
   EXPECT_DOUBLE_EQ(OpShare(d, known, 1, 32, 1e-6, gemm), d.WorkShare(0.5, false));
   EXPECT_DOUBLE_EQ(OpShare(d, KernelWork{}, 1, 32, 1e-6, gemm), 1.0);  // KernelShare, nothing known
   d.work_power.known = false;
   EXPECT_DOUBLE_EQ(d.WorkShare(0.5, false), 0.0);
+}
+
+// A tensor-core GEMM of unknown work: u from the tile its name states, the SMs its grid covers
+// and its length past the floor; never for a GEMM a convolution launched, never over the work its
+// operator's shapes give, and counted apart from that work in the coverage.
+TEST(KernelWorkTest, ATensorCoreGemmOfUnknownWorkTakesItsTilesWork) {
+  DeviceModel d = WorkDevice();
+  d.sm_count = 100;
+  d.work_power.tile = {true, 0.7, 20.0, 2.0};
+  // u_sat x min(1, intensity / knee) x covered x (d - floor) / d
+  EXPECT_NEAR(d.TileWork(10.0, 50, 4e-6), 0.7 * 0.5 * 0.5 * 0.5, 1e-12);
+  EXPECT_NEAR(d.TileWork(40.0, 500, 10e-6), 0.7 * 0.8, 1e-12);  // a full tile, every SM
+  EXPECT_NEAR(d.TileWork(40.0, 0, 10e-6), 0.7 * 0.8, 1e-12);    // no grid recorded: every SM
+  EXPECT_DOUBLE_EQ(d.TileWork(40.0, 500, 1.5e-6), 0.0);           // shorter than the floor
+  EXPECT_TRUE(std::isnan(d.TileWork(0.0, 500, 10e-6)));           // no tile
+
+  testing::TraceBuilder b;
+  b.Op("aten::cudnn_convolution", 0, 1);
+  b.Kernel(kGemm, 7, 0, 10, 1);           // no operator: 192x128 in 16 bits, 38.4 multiply-adds a byte
+  b.Kernel(kGemm, 7, 10, 20, 2, 20);      // launched by the convolution (External id 20)
+  b.Kernel(kGemm, 7, 20, 30, 3, 21);      // an operator whose shapes give its work
+  b.Kernel("sm90_xmma_gemm_f32f32_tf32f32_f32_nt_n_tilesize64x128x32_warpgroupsize1x1x1", 7, 30, 40, 4);
+  b.Kernel(kSgemm, 7, 40, 50, 5);         // CUDA cores: no tile estimate
+  b.Kernel(kTf32Conv, 7, 50, 60, 6);      // a convolution kernel: no tile estimate
+  b.Kernel(kAdd, 7, 60, 70, 7);
+  trace::Trace t = b.Build();
+  t.cpu.external_id[0] = 20;
+  for (auto& l : t.gpu.launch) {
+    l.grid[0] = 50;
+    l.grid[1] = l.grid[2] = 1;
+  }
+  t.op_work[21] = {2.0e9, trace::OpPrecision::k16Bit};
+  const std::vector<KernelWork> w = KernelWorkFromTrace(t, d);
+  ASSERT_EQ(w.size(), 7u);
+  EXPECT_TRUE(w[0].from_tile);
+  EXPECT_NEAR(w[0].u, 0.7 * 1.0 * 0.5 * 0.8, 1e-12);
+  EXPECT_FALSE(w[1].Known());
+  EXPECT_FALSE(w[2].from_tile);
+  EXPECT_NEAR(w[2].u, 2.0e9 / (10e-6 * kPeak16), 1e-12);
+  // TF32 loads 4 bytes an element: 64x128 gives 42.7 / 4 = 10.7 multiply-adds a byte.
+  EXPECT_TRUE(w[3].from_tile);
+  EXPECT_NEAR(w[3].u, 0.7 * (64.0 * 128 / 192 / 4) / 20.0 * 0.5 * 0.8, 1e-12);
+  EXPECT_FALSE(w[4].Known());
+  EXPECT_FALSE(w[5].Known());
+  EXPECT_FALSE(w[6].Known());
+  // The power follows the curve at the estimated u.
+  const int gemm = static_cast<int>(KernelKind::kGemm);
+  EXPECT_DOUBLE_EQ(OpShare(d, w[0], 50, 384, 10e-6, gemm), d.WorkShare(w[0].u, false));
+
+  const WorkCoverage c = CoverageOf(t, w, d);
+  EXPECT_NEAR(c.matmul_s, 60e-6, 1e-15);
+  EXPECT_NEAR(c.known_s, 10e-6, 1e-15);
+  EXPECT_NEAR(c.tile_s, 20e-6, 1e-15);
+  EXPECT_NEAR(c.EstimatedShare(), 0.5, 1e-12);
+  EXPECT_NEAR(c.kinds[static_cast<size_t>(gemm)].tile_s, 20e-6, 1e-15);
+  // Only the kernels of known work are the power-share evidence.
+  EXPECT_NEAR(c.kinds[static_cast<size_t>(gemm)].known_s, 10e-6, 1e-15);
+
+  d.work_power.tile.known = false;
+  EXPECT_FALSE(KernelWorkFromTrace(t, d)[0].Known());
 }
 
 // A kind's power share scales its kernels of unknown work only, and only that kind's.

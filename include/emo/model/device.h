@@ -69,6 +69,15 @@ struct WorkPower {
   double peak_fp32_flops = 0.0;
   WorkCurve tensor;
   WorkCurve cuda_core;
+  // Optional ("tile" in the section; known=false without it): the work per µs of a tensor-core
+  // GEMM whose operator's work the trace does not give, from the tile its name states
+  // (kernel_class.h GemmTile) and its launch (DeviceModel::TileWork).
+  struct Tile {
+    bool known = false;
+    double u_sat = 0.0;           // u of a GEMM whose tiles keep the tensor cores busy, every SM covered
+    double knee_intensity = 0.0;  // the tile intensity (M·N/(M+N)) from which they do
+    double floor_us = 0.0;        // a kernel's fixed time with no tensor-core work (launch, prologue)
+  } tile;
 };
 
 // One GPU model.
@@ -144,9 +153,14 @@ struct DeviceModel {
   // activity scale: what a share of 1 draws there.
   double ComputeAboveIdle() const;
   // The share, in KernelShare's units, of a matrix-multiply kernel at work per µs u (WorkPower):
-  // its curve's power over ComputeAboveIdle(). It may exceed 1 (a kernel hungrier than the class
+  // its curve's power over ComputeAboveIdle() at activity scale 1, so that activity_scale scales
+  // the curve's power as it does the classes'. It may exceed 1 (a kernel hungrier than the class
   // average). 0 when the file has no work_power or the compute class draws nothing above idle.
   double WorkShare(double u, bool cuda_core) const;
+  // The work per µs a tensor-core GEMM kernel of unknown work reaches by its tile and launch:
+  //   u = u_sat x min(1, intensity / knee) x (SMs covered / sm_count) x max(0, d - floor) / d
+  // NaN when the file has no work_power.tile or the tile is unknown.
+  double TileWork(double tile_intensity, int64_t blocks, double duration_s) const;
 };
 
 // Whether a trace was recorded on the GPU a device model describes.

@@ -72,4 +72,19 @@ bool IsHalfPrecision(std::string_view name);
 // (kernel_work.h).
 bool IsTf32(std::string_view name);
 
+// The output tile one thread block of a tensor-core GEMM computes (M x N), as its library names
+// it: cuBLAS/cuDNN xmma `tilesize128x256x32`, cuBLAS `nvjet_sm90_tst_256x128_64x4_...`, CUTLASS
+// `..._128x256_32x3_...` / `cutlass3x_..._128x256x64_1x2x1_...`, cuBLAS `ampere_..._128x128_ldg8_...`:
+// `tilesize` where the name has it, else the first MxN in it whose sides are multiples of 8 from
+// 8 to 512 (cluster shapes such as 1x2 are not). {0, 0} when the name gives none (Triton, cuDNN's
+// runtime-fused kernels). Its arithmetic intensity, M·N/(M+N) multiply-adds per element loaded,
+// bounds how busy the block keeps its SM's tensor cores (kernel_work.h).
+struct GemmTile {
+  int m = 0;
+  int n = 0;
+  bool Known() const { return m > 0 && n > 0; }
+  double Intensity() const { return Known() ? double(m) * n / (m + n) : 0.0; }
+};
+GemmTile GemmTileOf(std::string_view name);
+
 }  // namespace emo::model

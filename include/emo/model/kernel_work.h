@@ -26,11 +26,16 @@ namespace emo::model {
 struct KernelWork {
   double u = std::numeric_limits<double>::quiet_NaN();  // NaN: not known
   bool cuda_core = false;                                // on the fp32 peak and curve
+  // Where u comes from: the operator's shapes (false), or, for a tensor-core GEMM whose operator's
+  // work the trace does not give, its tile and launch (true: DeviceModel::TileWork).
+  bool from_tile = false;
   bool Known() const { return !std::isnan(u); }
 };
 
-// One entry per GPU operation of `trace` (its gpu table's order); all unknown when the device
-// file has no work_power or the trace no operator work.
+// One entry per GPU operation of `trace` (its gpu table's order): u from the operator's work where
+// the trace has it; else, for a tensor-core GEMM (share kind gemm) whose name states its tile, u
+// from the tile where the device file has work_power.tile; unknown otherwise (every op when the
+// file has no work_power).
 std::vector<KernelWork> KernelWorkFromTrace(const trace::Trace& trace, const DeviceModel& device);
 
 // How much of a trace's matrix-multiply kernel time the work curves see: a trace without
@@ -39,14 +44,18 @@ std::vector<KernelWork> KernelWorkFromTrace(const trace::Trace& trace, const Dev
 struct WorkCoverage {
   double kernel_s = 0;  // summed duration of the trace's kernels
   double matmul_s = 0;  // of which matrix-multiply kernels' (IsMatrixMultiply)
-  double known_s = 0;   // of which their work per µs is known
+  double known_s = 0;   // of which their work per µs is known from their operators' shapes
+  double tile_s = 0;    // of which it is estimated from their tiles (KernelWork::from_tile)
   double KnownShare() const { return matmul_s > 0 ? known_s / matmul_s : 1.0; }
+  // Known from shapes or estimated from tiles.
+  double EstimatedShare() const { return matmul_s > 0 ? (known_s + tile_s) / matmul_s : 1.0; }
   // The same per matrix-multiply share kind (ShareKindOf), with what its kernels of known work
   // draw by their work against what their launch alone would give them: the evidence for the
   // kind's power share (DeviceModel::kind_power_share; bench/research/unknown_work_share.py).
   struct Kind {
     double matmul_s = 0;
     double known_s = 0;
+    double tile_s = 0;
     double work_share_s = 0;    // Σ duration x WorkShare, over the kernels of known work
     double launch_share_s = 0;  // Σ duration x KernelShare (no power share), over the same
   };
