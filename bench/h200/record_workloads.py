@@ -376,6 +376,51 @@ def convnext_train():
     return bf16_classifier_step(model, opt, x, y)
 
 
+def vit_infer():
+    """ViT-B/16-shaped image inference in fp16 (weights and activations, no autocast): 16x16 patch
+    embedding, 12 pre-norm blocks of d 768, 12 heads, MLP 3072, on 32 images of 3x224x224."""
+    layer = nn.TransformerEncoderLayer(d_model=768, nhead=12, dim_feedforward=3072, batch_first=True,
+                                       norm_first=True, activation="gelu")
+    body = nn.TransformerEncoder(layer, num_layers=12, enable_nested_tensor=False)
+    patch = nn.Conv2d(3, 768, 16, 16)
+    head = nn.Linear(768, 1000)
+    model = nn.ModuleList([patch, body, head]).to(DEV, torch.float16).eval()
+    cls = torch.zeros(32, 1, 768, device=DEV, dtype=torch.float16)
+    x = torch.randn(32, 3, 224, 224, device=DEV, dtype=torch.float16)
+
+    def step():
+        with torch.no_grad():
+            h = torch.cat([cls, patch(x).flatten(2).transpose(1, 2)], 1)
+            head(body(h)[:, 0])
+
+    return step
+
+
+def gpt_wide_train():
+    """A wide, shallow decoder (4 layers, d 1536, 12 heads, causal), sequence 512, batch 8, bf16
+    autocast, AdamW: GEMMs 1536-6144 deep."""
+    vocab, seq, d = 16384, 512, 1536
+    emb = nn.Embedding(vocab, d)
+    layer = nn.TransformerEncoderLayer(d_model=d, nhead=12, dim_feedforward=4 * d, batch_first=True, norm_first=True)
+    body = nn.TransformerEncoder(layer, num_layers=4, enable_nested_tensor=False)
+    head = nn.Linear(d, vocab)
+    model = nn.ModuleList([emb, body, head]).to(DEV)
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
+    x = torch.randint(0, vocab, (8, seq), device=DEV)
+    mask = nn.Transformer.generate_square_subsequent_mask(seq, device=DEV)
+    loss_fn = nn.CrossEntropyLoss()
+
+    def step():
+        opt.zero_grad(set_to_none=True)
+        with torch.autocast("cuda", dtype=torch.bfloat16):
+            h = body(emb(x), mask=mask, is_causal=True)
+            loss = loss_fn(head(h).flatten(0, 1).float(), x.flatten())
+        loss.backward()
+        opt.step()
+
+    return step
+
+
 WORKLOADS = {"mlp_small_train": mlp_small_train, "bert_infer": bert_infer, "cnn_dataload_train": cnn_dataload_train,
              # the second held-out set (data/h200_heldout2)
              "gpt_small_train": gpt_small_train, "resnet_small_train": resnet_small_train,
@@ -386,7 +431,9 @@ WORKLOADS = {"mlp_small_train": mlp_small_train, "bert_infer": bert_infer, "cnn_
              # recorded to check a convolution's power without its work (devices/*.json kinds.conv)
              "unet_seg_train": unet_seg_train, "mobilenet_infer": mobilenet_infer,
              # recorded to check depthwise convolutions as memory kernels (src/model/kernel_class.cc)
-             "convnext_train": convnext_train}
+             "convnext_train": convnext_train,
+             # recorded to check a GEMM's work from its tile (devices/*.json work_power.tile)
+             "vit_infer": vit_infer, "gpt_wide_train": gpt_wide_train}
 
 
 # ---------------------------------------------------------------- one process: one loop, one trace
