@@ -143,16 +143,17 @@ def cnn_dataload_train():
     return classifier_step(model, opt, batch)
 
 
-def gpt_small_train():
-    """A small decoder-only transformer (6 layers, d 512, causal mask), bf16 autocast, AdamW."""
-    vocab, seq, d = 8192, 256, 512
+def decoder_train_step(vocab, seq, d, heads, layers, batch):
+    """One training step of a decoder-only transformer (pre-norm, causal mask, MLP 4d, untied
+    head) under bf16 autocast, AdamW."""
     emb = nn.Embedding(vocab, d)
-    layer = nn.TransformerEncoderLayer(d_model=d, nhead=8, dim_feedforward=4 * d, batch_first=True, norm_first=True)
-    body = nn.TransformerEncoder(layer, num_layers=6, enable_nested_tensor=False)
+    layer = nn.TransformerEncoderLayer(d_model=d, nhead=heads, dim_feedforward=4 * d, batch_first=True,
+                                       norm_first=True)
+    body = nn.TransformerEncoder(layer, num_layers=layers, enable_nested_tensor=False)
     head = nn.Linear(d, vocab)
     model = nn.ModuleList([emb, body, head]).to(DEV)
     opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
-    x = torch.randint(0, vocab, (16, seq), device=DEV)
+    x = torch.randint(0, vocab, (batch, seq), device=DEV)
     mask = nn.Transformer.generate_square_subsequent_mask(seq, device=DEV)
     loss_fn = nn.CrossEntropyLoss()
 
@@ -165,6 +166,11 @@ def gpt_small_train():
         opt.step()
 
     return step
+
+
+def gpt_small_train():
+    """A small decoder-only transformer (6 layers, d 512, causal mask), bf16 autocast, AdamW."""
+    return decoder_train_step(vocab=8192, seq=256, d=512, heads=8, layers=6, batch=16)
 
 
 def _resnet18_shaped(classes):
@@ -399,26 +405,7 @@ def vit_infer():
 def gpt_wide_train():
     """A wide, shallow decoder (4 layers, d 1536, 12 heads, causal), sequence 512, batch 8, bf16
     autocast, AdamW: GEMMs 1536-6144 deep."""
-    vocab, seq, d = 16384, 512, 1536
-    emb = nn.Embedding(vocab, d)
-    layer = nn.TransformerEncoderLayer(d_model=d, nhead=12, dim_feedforward=4 * d, batch_first=True, norm_first=True)
-    body = nn.TransformerEncoder(layer, num_layers=4, enable_nested_tensor=False)
-    head = nn.Linear(d, vocab)
-    model = nn.ModuleList([emb, body, head]).to(DEV)
-    opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
-    x = torch.randint(0, vocab, (8, seq), device=DEV)
-    mask = nn.Transformer.generate_square_subsequent_mask(seq, device=DEV)
-    loss_fn = nn.CrossEntropyLoss()
-
-    def step():
-        opt.zero_grad(set_to_none=True)
-        with torch.autocast("cuda", dtype=torch.bfloat16):
-            h = body(emb(x), mask=mask, is_causal=True)
-            loss = loss_fn(head(h).flatten(0, 1).float(), x.flatten())
-        loss.backward()
-        opt.step()
-
-    return step
+    return decoder_train_step(vocab=16384, seq=512, d=1536, heads=12, layers=4, batch=8)
 
 
 WORKLOADS = {"mlp_small_train": mlp_small_train, "bert_infer": bert_infer, "cnn_dataload_train": cnn_dataload_train,
