@@ -122,7 +122,9 @@ Status ReadWorkPower(const JsonField& doc, FieldReader& reader, DeviceModel& dev
     EMO_RETURN_IF_ERROR(reader.Number(t.json(), "knee_intensity", "work_power.tile.knee_intensity",
                                       tile.knee_intensity));
     EMO_RETURN_IF_ERROR(reader.Number(t.json(), "floor_us", "work_power.tile.floor_us", tile.floor_us));
-    if (!(tile.u_sat > 0.0 && tile.u_sat <= 1.0)) return t.Error(fmt::format("u_sat must be in (0, 1] ({})", tile.u_sat));
+    if (!(tile.u_sat > 0.0 && tile.u_sat <= 1.0)) {
+      return t.Error(fmt::format("u_sat must be in (0, 1] ({})", tile.u_sat));
+    }
     if (!(tile.knee_intensity > 0.0)) {
       return t.Error(fmt::format("knee_intensity must be positive ({})", tile.knee_intensity));
     }

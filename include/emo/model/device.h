@@ -75,7 +75,7 @@ struct WorkPower {
   struct Tile {
     bool known = false;
     double u_sat = 0.0;           // u of a GEMM whose tiles keep the tensor cores busy, every SM covered
-    double knee_intensity = 0.0;  // the tile intensity (M·N/(M+N)) from which they do
+    double knee_intensity = 0.0;  // the tile's multiply-adds per byte loaded from which they do
     double floor_us = 0.0;        // a kernel's fixed time with no tensor-core work (launch, prologue)
   } tile;
 };
