@@ -45,54 +45,12 @@ class NameRules {
   std::unordered_map<uint32_t, Rules> by_name_;
 };
 
-// The External ids of the trace's convolution operators (a framework op whose name holds "conv":
-// aten::cudnn_convolution, aten::convolution_backward, ...).
-std::unordered_set<int64_t> ConvolutionOps(const trace::Trace& trace) {
-  std::unordered_set<int64_t> out;
-  const trace::CpuEventTable& cpu = trace.cpu;
-  for (size_t i = 0; i < cpu.size(); ++i) {
-    if (cpu.kind[i] == trace::CpuKind::kOp && cpu.external_id[i] >= 0 &&
-        trace.Name(cpu.name[i]).find("conv") != std::string_view::npos) {
-      out.insert(cpu.external_id[i]);
-    }
-  }
-  return out;
-}
-
-// Every tensor-core GEMM kernel whose name states its tile gets the work per µs its tile and launch
-// imply (DeviceModel::TileWork); the operator's work, where the trace has it, replaces it after.
-// Not a GEMM kernel a convolution launched (cuDNN runs 1x1 convolutions on cuBLAS's kernels): its
-// depth, input channels x filter size, is often short of what the tile needs to stay busy, and
-// neither name nor launch shows it (MobileNet's pointwise convolutions, BENCHMARKS.md).
-void EstimateFromTiles(const trace::Trace& trace, const DeviceModel& device, NameRules& rules,
-                       std::vector<KernelWork>& out) {
-  if (!device.work_power.tile.known) return;
+// The matrix-multiply kernels of each operator whose work the trace knows: that work spread over
+// them by duration, on the peak of their data type.
+void FromShapes(const trace::Trace& trace, const WorkPower& w, NameRules& rules, std::vector<KernelWork>& out) {
+  if (trace.op_work.empty()) return;
   const trace::GpuOpTable& gpu = trace.gpu;
-  const std::unordered_set<int64_t> convolutions = ConvolutionOps(trace);
-  for (uint32_t i = 0; i < gpu.size(); ++i) {
-    if (gpu.kind[i] != trace::GpuKind::kKernel || gpu.end[i] <= gpu.start[i]) continue;
-    if (gpu.external_id[i] >= 0 && convolutions.count(gpu.external_id[i])) continue;
-    const double intensity = rules.Of(i).tile_intensity;
-    if (intensity <= 0.0) continue;
-    out[i].u = device.TileWork(intensity, trace::Blocks(gpu.launch[i]), NsToS(gpu.end[i] - gpu.start[i]));
-    out[i].from_tile = out[i].Known();
-  }
-}
-
-}  // namespace
-
-bool IsMatrixMultiply(std::string_view kernel_name) { return IsMatrixMultiplyKind(ShareKindOfName(kernel_name)); }
-
-std::vector<KernelWork> KernelWorkFromTrace(const trace::Trace& trace, const DeviceModel& device) {
-  const trace::GpuOpTable& gpu = trace.gpu;
-  std::vector<KernelWork> out(gpu.size());
-  const WorkPower& w = device.work_power;
-  if (!w.known) return out;
-  NameRules rules(trace);
-  EstimateFromTiles(trace, device, rules, out);
-  if (trace.op_work.empty()) return out;
-  // The matrix-multiply kernels of each operator with known work, and their summed duration.
-  std::unordered_map<int64_t, double> time_s;  // by External id
+  std::unordered_map<int64_t, double> time_s;  // by External id: the operator's summed kernel time
   std::vector<uint32_t> ops;
   for (uint32_t i = 0; i < gpu.size(); ++i) {
     if (gpu.kind[i] != trace::GpuKind::kKernel || gpu.external_id[i] < 0 || gpu.end[i] <= gpu.start[i]) continue;
@@ -114,8 +72,53 @@ std::vector<KernelWork> KernelWorkFromTrace(const trace::Trace& trace, const Dev
     }
     out[i].u = std::min(1.0, work.flops / (time_s.at(gpu.external_id[i]) * peak));
     out[i].cuda_core = cuda_core;
-    out[i].from_tile = false;
   }
+}
+
+// The External ids of the trace's convolution operators (a framework op whose name holds "conv":
+// aten::cudnn_convolution, aten::convolution_backward, ...).
+std::unordered_set<int64_t> ConvolutionOps(const trace::Trace& trace) {
+  std::unordered_set<int64_t> out;
+  const trace::CpuEventTable& cpu = trace.cpu;
+  for (size_t i = 0; i < cpu.size(); ++i) {
+    if (cpu.kind[i] == trace::CpuKind::kOp && cpu.external_id[i] >= 0 &&
+        trace.Name(cpu.name[i]).find("conv") != std::string_view::npos) {
+      out.insert(cpu.external_id[i]);
+    }
+  }
+  return out;
+}
+
+// Every tensor-core GEMM kernel whose work its operator's shapes left unknown (FromShapes) and whose
+// name states its tile gets the work per µs its tile and launch imply (DeviceModel::TileWork).
+// Not a GEMM kernel a convolution launched (cuDNN runs 1x1 convolutions on cuBLAS's kernels): its
+// depth, input channels x filter size, is often short of what the tile needs to stay busy, and
+// neither name nor launch shows it (MobileNet's pointwise convolutions, BENCHMARKS.md).
+void EstimateFromTiles(const trace::Trace& trace, const DeviceModel& device, NameRules& rules,
+                       std::vector<KernelWork>& out) {
+  if (!device.work_power.tile.known) return;
+  const trace::GpuOpTable& gpu = trace.gpu;
+  const std::unordered_set<int64_t> convolutions = ConvolutionOps(trace);
+  for (uint32_t i = 0; i < gpu.size(); ++i) {
+    if (out[i].Known() || gpu.kind[i] != trace::GpuKind::kKernel || gpu.end[i] <= gpu.start[i]) continue;
+    if (gpu.external_id[i] >= 0 && convolutions.count(gpu.external_id[i])) continue;
+    const double intensity = rules.Of(i).tile_intensity;
+    if (intensity <= 0.0) continue;
+    out[i].u = device.TileWork(intensity, trace::Blocks(gpu.launch[i]), NsToS(gpu.end[i] - gpu.start[i]));
+    out[i].from_tile = out[i].Known();
+  }
+}
+
+}  // namespace
+
+bool IsMatrixMultiply(std::string_view kernel_name) { return IsMatrixMultiplyKind(ShareKindOfName(kernel_name)); }
+
+std::vector<KernelWork> KernelWorkFromTrace(const trace::Trace& trace, const DeviceModel& device) {
+  std::vector<KernelWork> out(trace.gpu.size());
+  if (!device.work_power.known) return out;
+  NameRules rules(trace);
+  FromShapes(trace, device.work_power, rules, out);
+  EstimateFromTiles(trace, device, rules, out);
   return out;
 }
 
