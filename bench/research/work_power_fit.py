@@ -4,11 +4,13 @@ through emo's own pipeline: the power above idle of a matrix-multiply kernel who
 knows, a0 + a1 u^gamma watts at the default clock, one curve for the tensor cores and one for the
 CUDA cores (u: the share of its data type's dense peak, include/emo/model/kernel_work.h).
 
-At a fixed gamma, the energy `emo optimize --step-time` predicts at the default clock with the cap
+At fixed gammas, the energy `emo optimize --step-time` predicts at the default clock with the cap
 lifted is linear in the four powers: E = E0 + sum_p x_p R_p, where E0 is the energy with both
 curves at zero (those kernels at idle) and each R_p the response to one power, all read from emo
-(variant device files). Least squares on relative error over the fit loops below the cap (97 %
-of the cap power, measured), for gamma 0.5, 0.75 and 1; the lowest rms wins. A curve's a0 that
+(variant device files; a curve's responses depend on its own gamma only). Least squares on
+relative error over the fit loops below the cap (97 % of the cap power, measured), for one gamma
+shared by both curves, 0.5, 0.75 or 1, or with --gamma-per-curve for each pair of gammas from 0.5
+to 1 in steps of 0.125; the lowest rms wins. A curve's a0 that
 comes out negative (less than idle at u = 0) is held at 0 and the others refitted. Every other number
 of the base device file is kept.
 
@@ -20,7 +22,8 @@ file whose aten::mm / aten::bmm operators get the "Input Dims" and "Input type" 
 gives them (sweep_shapes below); the trace's timings are untouched and nothing is written back.
 The held-out sets (data/h200_heldout*) are never read here (bench/model_energy_h200.sh scores
 them).
-  python3 bench/research/work_power_fit.py [emo] [shared] [--base FILE] [--sweep DIR] [--sweep-only] [--write FILE]
+  python3 bench/research/work_power_fit.py [emo] [shared] [--base FILE] [--sweep DIR] [--sweep-only]
+      [--gamma-per-curve] [--write FILE]
 --sweep-only leaves ../shared/traces/h200 out: for another GPU's sweep (data/h100_kernels, traced
 with shapes, so nothing is injected there).
 """
@@ -36,6 +39,7 @@ base_path = option("--base", f"{repo}/devices/h200.json")
 write_to = option("--write")
 sweep = option("--sweep", f"{repo}/data/h200_kernels")
 sweep_only = "--sweep-only" in sys.argv  # the sweep alone (another GPU than ../shared's H200 traces)
+per_curve = "--gamma-per-curve" in sys.argv
 args = [a for a in sys.argv[1:] if not a.startswith("--")]
 emo = args[0] if args else f"{repo}/build/ci/tools/emo/emo"
 shared = args[1] if len(args) > 1 else f"{repo}/../shared"
@@ -98,16 +102,30 @@ _count = [0]
 
 
 def curve(a0, a1, gamma, src):
+    """A work_power curve section: a0 + a1 u^gamma watts above idle."""
     return {k: {"value": v, "source": src} for k, v in (("a0_w", a0), ("a1_w", a1), ("gamma", gamma))}
 
 
-def variant(tensor, cuda, gamma):
+GAMMAS = (0.5, 0.625, 0.75, 0.875, 1.0) if per_curve else (0.5, 0.75, 1.0)
+PAIRS = [(gt, gc) for gt in GAMMAS for gc in GAMMAS] if per_curve else [(g, g) for g in GAMMAS]
+
+
+def work_power(tensor, cuda, src):
+    """The base file's work_power section (its tile estimate kept) with these two curves, each
+    (a0, a1, gamma)."""
+    w = {k: {"value": v, "source": PEAK_SOURCE} for k, v in PEAKS.items()}
+    if "tile" in base.get("work_power", {}):
+        w["tile"] = copy.deepcopy(base["work_power"]["tile"])
+    w["tensor"] = curve(*tensor, src)
+    w["cuda_core"] = curve(*cuda, src)
+    return w
+
+
+def variant(tensor, cuda):
     d = copy.deepcopy(base)
     d["cap_power_w"]["value"] = 1e6
     d["power_limit_w"]["value"] = 1e6
-    d["work_power"] = {k: {"value": v, "source": PEAK_SOURCE} for k, v in PEAKS.items()}
-    d["work_power"]["tensor"] = curve(*tensor, gamma, "fit probe")
-    d["work_power"]["cuda_core"] = curve(*cuda, gamma, "fit probe")
+    d["work_power"] = work_power(tensor, cuda, "fit probe")
     _count[0] += 1
     p = f"{tmp}/v{_count[0]}.json"
     json.dump(d, open(p, "w"))
@@ -123,16 +141,30 @@ def energy(devfile, s):
     return j["baseline"]["energy_j"], j["baseline"]["time_us"] / 1e6
 
 
-rows_of = {}  # gamma -> the informed loops' responses
+# Each loop's energy with both curves at zero, and its response to each curve's a0 and a1 at each
+# gamma (the other curve at zero): (e0, t) and {(curve, gamma): [R_a0, R_a1]}.
+def probes(probed, g):
+    """The two device files that give one curve's responses at gamma g: its a0, then its a1, at K."""
+    out = []
+    for p in ((K, 0, g), (0, K, g)):
+        out.append(variant(p, (0, 0, g)) if probed == "tensor" else variant((0, 0, g), p))
+    return out
 
 
-def fit_at(gamma):
-    files = [variant((0, 0), (0, 0), gamma), variant((K, 0), (0, 0), gamma), variant((0, K), (0, 0), gamma),
-             variant((0, 0), (K, 0), gamma), variant((0, 0), (0, K), gamma)]
-    rows = []
-    for s in samples:
-        (e0, t), *probes = POOL.map(lambda f: energy(f, s), files)
-        rows.append((s, e0, t, [(e - e0) / K for e, _ in probes]))
+files = {(c, g): probes(c, g) for c in ("tensor", "cuda_core") for g in GAMMAS}
+zero = variant((0, 0, 1.0), (0, 0, 1.0))
+base_of, response = {}, {}
+for s in samples:
+    e0, t = energy(zero, s)
+    base_of[s[0]] = (e0, t)
+    for key, pair in files.items():
+        response[(s[0], key)] = [(e - e0) / K for e, _ in POOL.map(lambda f: energy(f, s), pair)]
+rows_of = {}  # (gamma tensor, gamma CUDA-core) -> the informed loops' responses
+
+
+def fit_at(gammas):
+    rows = [(s, *base_of[s[0]], response[(s[0], ("tensor", gammas[0]))] + response[(s[0], ("cuda_core", gammas[1]))])
+            for s in samples]
     informed = [r for r in rows if any(abs(x) > 1e-12 for x in r[3])]
     A, b = [], []
     for s, e0, t, r in informed:
@@ -152,43 +184,47 @@ def fit_at(gamma):
     errs = {s[0]: 100 * (min(e0 + sum(a * w for a, w in zip(x, r)), cap * t) / s[3] - 1) for s, e0, t, r in rows}
     fit_errs = [errs[s[0]] for s, *_ in informed]
     rms = (sum(e * e for e in fit_errs) / max(1, len(fit_errs))) ** 0.5
-    rows_of[gamma] = [r for *_, r in informed]
+    rows_of[gammas] = [r for *_, r in informed]
     return x, used, errs, [s[0] for s, *_ in informed], rms
 
 
 print(f"{len(samples)} fit loops (sweep: {os.path.relpath(sweep, repo)}); base {os.path.relpath(base_path, repo)}\n")
-print("| gamma | tensor a0, a1 (W) | CUDA-core a0, a1 (W) | loops with known work | rms error % | max error % |")
-print("|---:|---|---|---:|---:|---:|")
+print("| gamma tensor | gamma CUDA-core | tensor a0, a1 (W) | CUDA-core a0, a1 (W) | loops with known work "
+      "| rms error % | max error % |")
+print("|---:|---:|---|---|---:|---:|---:|")
 best = None
-for gamma in (0.5, 0.75, 1.0):
-    x, used, errs, informed, rms = fit_at(gamma)
+for gammas in PAIRS:
+    x, used, errs, informed, rms = fit_at(gammas)
     worst = max(abs(errs[n]) for n in informed) if informed else float("nan")
     shown = [f"{v:.0f}" for v in x]
-    print(f"| {gamma} | {shown[0]}, {shown[1]} | {shown[2]}, {shown[3]} | {len(informed)} | {rms:.1f} | {worst:.1f} |",
-          flush=True)
+    print(f"| {gammas[0]} | {gammas[1]} | {shown[0]}, {shown[1]} | {shown[2]}, {shown[3]} | {len(informed)} "
+          f"| {rms:.1f} | {worst:.1f} |", flush=True)
     if informed and (best is None or rms < best[4]):
-        best = (gamma, x, used, errs, rms, informed)
+        best = (gammas, x, used, errs, rms, informed)
 if best is None:
     sys.exit("no fit loop carries operator work (record_shapes): nothing to fit")
-gamma, x, used, errs, rms, informed = best
-print(f"\nbest gamma {gamma}: per loop (cap applied)\n\n| loop | error |\n|---|---:|")
+gammas, x, used, errs, rms, informed = best
+print(f"\nbest gammas {gammas[0]} (tensor), {gammas[1]} (CUDA-core): per loop (cap applied)\n\n| loop | error |\n|---|---:|")
 for s in samples:
     print(f"| {s[0]}{'' if s[0] in informed else ' (no work known)'} | {errs[s[0]]:+.1f} % |")
-if not all(any(abs(r[i]) > 1e-12 for r in rows_of[gamma]) for i in (1, 3)):
+if not all(any(abs(r[i]) > 1e-12 for r in rows_of[gammas]) for i in (1, 3)):
     sys.exit("not every curve was informed (a kind of kernel missing from the fit set): nothing written")
 
 if write_to:
     cmd = (f"python3 bench/research/work_power_fit.py EMO SHARED --base {os.path.relpath(base_path, repo)} "
-           f"--sweep {os.path.relpath(sweep, repo)}{' --sweep-only' if sweep_only else ''} --write FILE")
+           f"--sweep {os.path.relpath(sweep, repo)}{' --sweep-only' if sweep_only else ''}"
+           f"{' --gamma-per-curve' if per_curve else ''} --write FILE")
     src = (f"least-squares fit of the predicted to the measured energy per iteration at the default clock through "
            f"emo's pipeline, {len(informed)} loops whose operator work is known ({os.path.relpath(sweep, repo)} with "
            f"each GEMM/bmm config's shapes{'' if sweep_only else ', ../shared/traces/h200 with record_shapes'}; "
-           f"rms error {rms:.1f} %), gamma "
-           f"{gamma} the best of 0.5, 0.75, 1: `{cmd}`")
+           f"rms error {rms:.1f} %), "
+           + (f"gammas {gammas[0]} (tensor) and {gammas[1]} (CUDA-core) the best pair of "
+              f"{', '.join(str(g) for g in GAMMAS)}" if per_curve else
+              f"gamma {gammas[0]} the best of {', '.join(str(g) for g in GAMMAS)}") + f": `{cmd}`")
     d = copy.deepcopy(base)
-    d["work_power"] = {k: {"value": v, "source": PEAK_SOURCE} for k, v in PEAKS.items()}
-    for key, (a0, a1) in (("tensor", x[:2]), ("cuda_core", x[2:])):
-        d["work_power"][key] = curve(round(a0, 1), round(a1, 1), gamma, src)
+    d["work_power"] = work_power((round(x[0], 1), round(x[1], 1), gammas[0]),
+                                 (round(x[2], 1), round(x[3], 1), gammas[1]), src)
+    for key, gamma in (("tensor", gammas[0]), ("cuda_core", gammas[1])):
         d["work_power"][key]["gamma"] = {
             "value": gamma, "source": src, "assumption": True,
             "reasoning": "a form, not a measurement: the grid point with the least rms error"}
