@@ -146,7 +146,10 @@ def fit_at(occ):
     return fit, rows, errs, (sum(x * x for x in errs) / len(errs)) ** 0.5
 
 
-grid = [{}] + [{"sm_count": 132, "saturation_warps": w, "kernel_ramp_us": r} for w in (0, 8) for r in (0, 3, 6, 10, 15)]
+# saturation_warps 4: one warp per sub-partition of a Hopper SM (devices/h200.json, added after the
+# fit that wrote the file's class powers, which tried 0 and 8 only).
+grid = [{}] + [{"sm_count": 132, "saturation_warps": w, "kernel_ramp_us": r}
+               for w in (0, 4, 8) for r in (0, 3, 6, 10, 15)]
 print(f"idle activity {a_idle:.4f} W/MHz; {len(samples)} samples\n")
 print("| saturation_warps | kernel_ramp_us | compute W/MHz | CUDA-core GEMM share | memory, other W/MHz | rms error % | max error % |")
 print("|---:|---:|---:|---:|---:|---:|---:|")
