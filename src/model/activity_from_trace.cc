@@ -37,27 +37,17 @@ Result<ActivityProfile> ActivityFromTrace(const trace::Trace& trace, const Devic
 
   std::vector<ClassInterval> ops;
   ops.reserve(gpu.size());
-  struct NameInfo {
-    KernelClass cls;
-    int share_kind;  // ShareKindOf
-  };
-  std::unordered_map<uint32_t, NameInfo> by_name;  // names repeat: classify once
-  const std::vector<KernelWork> work = KernelWorkFromTrace(trace, device);
+  const std::vector<int> kinds = ShareKindsOf(trace);
+  const std::vector<KernelWork> work = KernelWorkFromTrace(trace, kinds, device);
   for (size_t i = 0; i < gpu.size(); ++i) {
     if (!steps.empty()) {
       auto it = launch_time.find(gpu.correlation[i]);
       if (it == launch_time.end() || !in_step(it->second)) continue;
     }
-    auto [info, inserted] = by_name.try_emplace(gpu.name[i].value(), NameInfo{KernelClass::kOther, 0});
-    if (inserted) {
-      const std::string_view name = trace.Name(gpu.name[i]);
-      const int kind = ShareKindOfName(name);  // one classification of the name
-      info->second = {ShareKindClass(kind), kind};
-    }
     const trace::LaunchConfig& l = gpu.launch[i];
-    ops.push_back(ClassInterval{gpu.start[i], gpu.end[i], info->second.cls,
+    ops.push_back(ClassInterval{gpu.start[i], gpu.end[i], ShareKindClass(kinds[i]),
                                 OpShare(device, work[i], trace::Blocks(l), trace::Threads(l),
-                                        NsToS(gpu.end[i] - gpu.start[i]), info->second.share_kind)});
+                                        NsToS(gpu.end[i] - gpu.start[i]), kinds[i])});
   }
   if (ops.empty()) {
     return InvalidArgument(trace.meta.source_path +

@@ -15,15 +15,13 @@ bool IsMatrixMultiplyKind(int share_kind) {
          share_kind == static_cast<int>(KernelKind::kConv) || share_kind == static_cast<int>(KernelKind::kAttention);
 }
 
-// The name rules of a trace's kernels, each name classified once (names repeat by the thousand).
+// The name rules of a trace's kernels, each name read once (names repeat by the thousand).
 class NameRules {
  public:
   struct Rules {
-    bool matmul = false;  // IsMatrixMultiply
-    bool tf32 = false;    // IsTf32
-    int share_kind = 0;   // ShareKindOfName
-    // For a tensor-core GEMM whose name states its tile: the tile's multiply-adds per byte of its
-    // inputs loaded, M·N/(M+N) over 4 bytes an element in TF32, 2 otherwise (0: none).
+    bool tf32 = false;  // IsTf32
+    // For a GEMM whose name states its tile: the tile's multiply-adds per byte of its inputs
+    // loaded, M·N/(M+N) over 4 bytes an element in TF32, 2 otherwise (0: none).
     double tile_intensity = 0.0;
   };
   explicit NameRules(const trace::Trace& trace) : trace_(trace) {}
@@ -31,11 +29,8 @@ class NameRules {
     auto [it, inserted] = by_name_.try_emplace(trace_.gpu.name[op].value());
     if (inserted) {
       const std::string_view name = trace_.Name(trace_.gpu.name[op]);
-      const int kind = ShareKindOfName(name);
       const bool tf32 = IsTf32(name);
-      const double per_element =
-          kind == static_cast<int>(KernelKind::kGemm) ? GemmTileOf(name).Intensity() : 0.0;
-      it->second = {IsMatrixMultiplyKind(kind), tf32, kind, per_element / (tf32 ? 4.0 : 2.0)};
+      it->second = {tf32, GemmTileOf(name).Intensity() / (tf32 ? 4.0 : 2.0)};
     }
     return it->second;
   }
@@ -47,7 +42,8 @@ class NameRules {
 
 // The matrix-multiply kernels of each operator whose work the trace knows: that work spread over
 // them by duration, on the peak of their data type.
-void FromShapes(const trace::Trace& trace, const WorkPower& w, NameRules& rules, std::vector<KernelWork>& out) {
+void FromShapes(const trace::Trace& trace, const std::vector<int>& kinds, const WorkPower& w, NameRules& rules,
+                std::vector<KernelWork>& out) {
   if (trace.op_work.empty()) return;
   const trace::GpuOpTable& gpu = trace.gpu;
   std::unordered_map<int64_t, double> time_s;  // by External id: the operator's summed kernel time
@@ -56,7 +52,7 @@ void FromShapes(const trace::Trace& trace, const WorkPower& w, NameRules& rules,
     if (gpu.kind[i] != trace::GpuKind::kKernel || gpu.external_id[i] < 0 || gpu.end[i] <= gpu.start[i]) continue;
     const auto it = trace.op_work.find(gpu.external_id[i]);
     if (it == trace.op_work.end() || !(it->second.flops > 0.0)) continue;
-    if (!rules.Of(i).matmul) continue;
+    if (!IsMatrixMultiplyKind(kinds[i])) continue;
     time_s[gpu.external_id[i]] += NsToS(gpu.end[i] - gpu.start[i]);
     ops.push_back(i);
   }
@@ -75,33 +71,15 @@ void FromShapes(const trace::Trace& trace, const WorkPower& w, NameRules& rules,
   }
 }
 
-// The External ids of the trace's convolution operators (a framework op whose name holds "conv":
-// aten::cudnn_convolution, aten::convolution_backward, ...).
-std::unordered_set<int64_t> ConvolutionOps(const trace::Trace& trace) {
-  std::unordered_set<int64_t> out;
-  const trace::CpuEventTable& cpu = trace.cpu;
-  for (size_t i = 0; i < cpu.size(); ++i) {
-    if (cpu.kind[i] == trace::CpuKind::kOp && cpu.external_id[i] >= 0 &&
-        trace.Name(cpu.name[i]).find("conv") != std::string_view::npos) {
-      out.insert(cpu.external_id[i]);
-    }
-  }
-  return out;
-}
-
-// Every tensor-core GEMM kernel whose work its operator's shapes left unknown (FromShapes) and whose
-// name states its tile gets the work per µs its tile and launch imply (DeviceModel::TileWork).
-// Not a GEMM kernel a convolution launched (cuDNN runs 1x1 convolutions on cuBLAS's kernels): its
-// depth, input channels x filter size, is often short of what the tile needs to stay busy, and
-// neither name nor launch shows it (MobileNet's pointwise convolutions, BENCHMARKS.md).
-void EstimateFromTiles(const trace::Trace& trace, const DeviceModel& device, NameRules& rules,
-                       std::vector<KernelWork>& out) {
+// Every tensor-core GEMM kernel (share kind gemm) whose work its operator's shapes left unknown
+// (FromShapes) and whose name states its tile gets the work per µs its tile and launch imply
+// (DeviceModel::TileWork). A GEMM kernel a convolution launched is of kind conv (ShareKindsOf).
+void EstimateFromTiles(const trace::Trace& trace, const std::vector<int>& kinds, const DeviceModel& device,
+                       NameRules& rules, std::vector<KernelWork>& out) {
   if (!device.work_power.tile.known) return;
   const trace::GpuOpTable& gpu = trace.gpu;
-  const std::unordered_set<int64_t> convolutions = ConvolutionOps(trace);
   for (uint32_t i = 0; i < gpu.size(); ++i) {
-    if (out[i].Known() || gpu.kind[i] != trace::GpuKind::kKernel || gpu.end[i] <= gpu.start[i]) continue;
-    if (gpu.external_id[i] >= 0 && convolutions.count(gpu.external_id[i])) continue;
+    if (out[i].Known() || kinds[i] != static_cast<int>(KernelKind::kGemm) || gpu.end[i] <= gpu.start[i]) continue;
     const double intensity = rules.Of(i).tile_intensity;
     if (intensity <= 0.0) continue;
     out[i].u = device.TileWork(intensity, trace::Blocks(gpu.launch[i]), NsToS(gpu.end[i] - gpu.start[i]));
@@ -113,26 +91,51 @@ void EstimateFromTiles(const trace::Trace& trace, const DeviceModel& device, Nam
 
 bool IsMatrixMultiply(std::string_view kernel_name) { return IsMatrixMultiplyKind(ShareKindOfName(kernel_name)); }
 
-std::vector<KernelWork> KernelWorkFromTrace(const trace::Trace& trace, const DeviceModel& device) {
-  std::vector<KernelWork> out(trace.gpu.size());
-  if (!device.work_power.known) return out;
-  NameRules rules(trace);
-  FromShapes(trace, device.work_power, rules, out);
-  EstimateFromTiles(trace, device, rules, out);
+std::vector<int> ShareKindsOf(const trace::Trace& trace) {
+  const trace::GpuOpTable& gpu = trace.gpu;
+  std::vector<int> out(gpu.size(), 0);
+  std::unordered_set<int64_t> convolutions;  // External ids
+  const trace::CpuEventTable& cpu = trace.cpu;
+  for (size_t i = 0; i < cpu.size(); ++i) {
+    if (cpu.kind[i] == trace::CpuKind::kOp && cpu.external_id[i] >= 0 &&
+        trace.Name(cpu.name[i]).find("conv") != std::string_view::npos) {
+      convolutions.insert(cpu.external_id[i]);
+    }
+  }
+  std::unordered_map<uint32_t, int> by_name;  // names repeat by the thousand: each read once
+  for (uint32_t i = 0; i < gpu.size(); ++i) {
+    auto [it, inserted] = by_name.try_emplace(gpu.name[i].value(), 0);
+    if (inserted) it->second = ShareKindOfName(trace.Name(gpu.name[i]));
+    const int kind = it->second;
+    const bool gemm = kind == static_cast<int>(KernelKind::kGemm) || kind == kCudaCoreGemmShareKind;
+    out[i] = gemm && gpu.external_id[i] >= 0 && convolutions.count(gpu.external_id[i])
+                 ? static_cast<int>(KernelKind::kConv)
+                 : kind;
+  }
   return out;
 }
 
-WorkCoverage CoverageOf(const trace::Trace& trace, const std::vector<KernelWork>& work, const DeviceModel& device) {
+std::vector<KernelWork> KernelWorkFromTrace(const trace::Trace& trace, const std::vector<int>& kinds,
+                                            const DeviceModel& device) {
+  std::vector<KernelWork> out(trace.gpu.size());
+  if (!device.work_power.known) return out;
+  NameRules rules(trace);
+  FromShapes(trace, kinds, device.work_power, rules, out);
+  EstimateFromTiles(trace, kinds, device, rules, out);
+  return out;
+}
+
+WorkCoverage CoverageOf(const trace::Trace& trace, const std::vector<int>& kinds, const std::vector<KernelWork>& work,
+                        const DeviceModel& device) {
   const trace::GpuOpTable& gpu = trace.gpu;
   WorkCoverage c;
-  NameRules rules(trace);
   for (uint32_t i = 0; i < gpu.size(); ++i) {
     if (gpu.kind[i] != trace::GpuKind::kKernel || gpu.end[i] <= gpu.start[i]) continue;
     const double d = NsToS(gpu.end[i] - gpu.start[i]);
     c.kernel_s += d;
-    const auto& r = rules.Of(i);
-    if (!r.matmul) continue;
-    WorkCoverage::Kind& k = c.kinds[static_cast<size_t>(r.share_kind)];
+    const int kind = kinds[i];
+    if (!IsMatrixMultiplyKind(kind)) continue;
+    WorkCoverage::Kind& k = c.kinds[static_cast<size_t>(kind)];
     c.matmul_s += d;
     k.matmul_s += d;
     if (i >= work.size() || !work[i].Known()) continue;
@@ -145,7 +148,7 @@ WorkCoverage CoverageOf(const trace::Trace& trace, const std::vector<KernelWork>
     k.known_s += d;
     k.work_share_s += d * device.WorkShare(work[i].u, work[i].cuda_core);
     k.launch_share_s += d * device.KernelShare(trace::Blocks(gpu.launch[i]), trace::Threads(gpu.launch[i]), d,
-                                               r.share_kind == kCudaCoreGemmShareKind);
+                                               kind == kCudaCoreGemmShareKind);
   }
   return c;
 }

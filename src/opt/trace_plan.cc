@@ -35,7 +35,8 @@ struct Basis {
   Basis(const analysis::TraceAnalysis& analysis, const model::DeviceModel& d, MegaHertz measured,
         TimeNs switch_latency = 0)
       : a(analysis), device(d), measured_clock(measured), stretch(model::ShareKindTimeRatios(d, measured)),
-        work(model::KernelWorkFromTrace(*analysis.trace, d)), durations(analysis.durations),
+        kinds(model::ShareKindsOf(*analysis.trace)), work(model::KernelWorkFromTrace(*analysis.trace, kinds, d)),
+        durations(analysis.durations),
         switch_latency_ns(switch_latency) {}
   // A rank of a job (TracePlanOptions::joint_*).
   Basis(const analysis::TraceAnalysis& analysis, const model::DeviceModel& d, MegaHertz measured,
@@ -60,6 +61,9 @@ struct Basis {
   // Per clock of the device and share kind (model::ShareKindOf): an op's time there over its
   // measured time, so a clock stretches an op the same whatever pack holds it.
   std::vector<std::array<double, model::kNumShareKinds>> stretch;
+  // Per GPU op of the trace, its share kind (model::ShareKindsOf: a GEMM kernel a convolution
+  // launched is a convolution).
+  std::vector<int> kinds;
   // Per GPU op of the trace, its work per µs where its operator's work is known (model::OpShare).
   std::vector<model::KernelWork> work;
   // Per node, the durations plans are scored on: the analysis timeline's, one end of the
@@ -266,8 +270,7 @@ std::vector<PackModel> BuildModels(const Basis& b, const std::vector<packing::Pa
   for (const auto& pack : packs) {
     for (auto v : pack.ops) {
       const uint32_t op = n.ref[v.value()];
-      const std::string_view name = t.Name(t.gpu.name[op]);
-      const int kind = model::ShareKindOfName(name);  // one classification of the name
+      const int kind = b.kinds[op];
       const auto cls = model::ShareKindClass(kind);
       const double share = model::OpShare(device, b.work[op], trace::Blocks(t.gpu.launch[op]),
                                           trace::Threads(t.gpu.launch[op]), NsToS(a.durations[v.value()]), kind);
@@ -375,17 +378,14 @@ std::optional<MegaHertz> StepClock(const analysis::TraceAnalysis& a, const model
   const auto& n = a.graph->nodes();
   const auto& t = *a.trace;
   std::array<double, model::kNumShareKinds> time_by_kind{};
-  std::unordered_map<uint32_t, int> kind_of_name;  // names repeat: classify once
+  const std::vector<int> kinds = model::ShareKindsOf(t);
   double total = 0;
   for (uint32_t v = 0; v < n.size(); ++v) {
     if (n.kind[v] != graph::NodeKind::kGpuOp || a.iterations.node_iteration[v] != static_cast<int32_t>(a.steady)) {
       continue;
     }
-    const auto name = t.gpu.name[n.ref[v]];
-    auto [it, inserted] = kind_of_name.try_emplace(name.value(), 0);
-    if (inserted) it->second = model::ShareKindOfName(t.Name(name));
     const auto d = static_cast<double>(a.traced_durations[v]);
-    time_by_kind[static_cast<size_t>(it->second)] += d;
+    time_by_kind[static_cast<size_t>(kinds[n.ref[v]])] += d;
     total += d;
   }
   if (total <= 0) return std::nullopt;
@@ -815,8 +815,9 @@ Result<TracePlan> PlanTrace(const analysis::TraceAnalysis& a, const model::Devic
   const auto t0 = std::chrono::steady_clock::now();
   EMO_RETURN_IF_ERROR(analysis::CheckIterationLength(a, "a clock plan"));
   TracePlan plan = EmptyPlan(device, options);
-  const packing::PackingInput input =
-      packing::InputOf(a, [](std::string_view name) { return static_cast<uint8_t>(model::Classify(name)); });
+  const trace::Trace& t = *a.trace;
+  const packing::PackingInput input = packing::InputOf(
+      a, [&](uint32_t op) { return static_cast<uint8_t>(model::Classify(t.Name(t.gpu.name[op]))); });
   auto make = [&](packing::PackingKind kind) { return packing::MakePacks(kind, input, options.packing); };
   auto windows = make(packing::PackingKind::kTimeWindow);
   if (windows.empty()) {
@@ -845,7 +846,7 @@ Result<TracePlan> PlanTrace(const analysis::TraceAnalysis& a, const model::Devic
   // Plans are made on `basis`: the model's times, or with a margin its extra times inflated; every
   // figure reported is scored on `nominal`, the model's own times.
   const Basis nominal(a, traced_device, plan.throttle_clock, options);
-  plan.work_coverage = model::CoverageOf(*a.trace, nominal.work, device);
+  plan.work_coverage = model::CoverageOf(*a.trace, nominal.kinds, nominal.work, device);
   plan.work_curves = device.work_power.known;
   const bool margin = options.time_margin > 0;
   const Basis basis = margin ? Inflated(nominal, 1.0 + options.time_margin) : nominal;

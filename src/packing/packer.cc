@@ -196,7 +196,7 @@ std::string_view PackingName(PackingKind kind) {
   return "?";
 }
 
-PackingInput InputOf(const analysis::TraceAnalysis& a, const std::function<uint8_t(std::string_view)>& classify) {
+PackingInput InputOf(const analysis::TraceAnalysis& a, const std::function<uint8_t(uint32_t)>& classify) {
   const auto& n = a.graph->nodes();
   const auto& t = *a.trace;
   const auto steady = static_cast<int32_t>(a.steady);
@@ -233,7 +233,7 @@ PackingInput InputOf(const analysis::TraceAnalysis& a, const std::function<uint8
           (from == device ? op.waits_on_stream : op.waits_on_device) = true;
         }
       }
-      if (classify) op.clock_class = classify(t.Name(t.gpu.name[n.ref[v]]));
+      if (classify) op.clock_class = classify(n.ref[v]);
       d.ops.push_back(op);
     }
     in.devices.push_back(std::move(d));

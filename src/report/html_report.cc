@@ -13,6 +13,7 @@
 #include <fmt/format.h>
 
 #include "emo/model/kernel_class.h"
+#include "emo/model/kernel_work.h"
 #include "emo/model/pack_model.h"
 #include "emo/packing/packer.h"
 
@@ -78,10 +79,9 @@ json ReportData(const opt::PlannedTrace& pt) {
     for (graph::NodeId v : plan.packs[i].pack.ops) pack_of[v] = i;
   }
   const std::unordered_set<graph::NodeId> critical(a.steady_path.nodes.begin(), a.steady_path.nodes.end());
+  const std::vector<int> kinds = model::ShareKindsOf(*a.trace);  // as the plan's pack model reads them
   const packing::PackingInput input =
-      packing::InputOf(a, [](std::string_view name) {
-        return static_cast<uint8_t>(model::ShareKindOfName(name));
-      });
+      packing::InputOf(a, [&](uint32_t op) { return static_cast<uint8_t>(kinds[op]); });
   // The iteration: from its first pack (or op) to its end.
   TimeNs t0 = std::numeric_limits<TimeNs>::max(), t1 = 0;
   for (const auto& p : plan.packs) {

@@ -58,7 +58,7 @@ TEST(KernelWorkTest, AnOperatorsWorkIsSpreadOverItsMatrixKernelsByTheirPeak) {
   t.op_work[11] = {1.0e8, trace::OpPrecision::kFp32};
   t.op_work[12] = {2.0e8, trace::OpPrecision::kFp32};
   t.op_work[13] = {1.0e12, trace::OpPrecision::kUnknown};
-  const std::vector<KernelWork> w = KernelWorkFromTrace(t, WorkDevice());
+  const std::vector<KernelWork> w = KernelWorkFromTrace(t, ShareKindsOf(t), WorkDevice());
   ASSERT_EQ(w.size(), 8u);
   // 1 GFLOP over 4 µs at 1000 TFLOP/s: u = 0.25 for both of its GEMMs.
   EXPECT_NEAR(w[0].u, 0.25, 1e-12);
@@ -75,7 +75,7 @@ TEST(KernelWorkTest, AnOperatorsWorkIsSpreadOverItsMatrixKernelsByTheirPeak) {
 
   // Coverage: 20 µs of kernels, 19 of them matrix multiplies (all but the add), 17 with known work
   // (the last two GEMMs have none).
-  const WorkCoverage c = CoverageOf(t, w, WorkDevice());
+  const WorkCoverage c = CoverageOf(t, ShareKindsOf(t), w, WorkDevice());
   EXPECT_NEAR(c.kernel_s, 20e-6, 1e-15);
   EXPECT_NEAR(c.matmul_s, 19e-6, 1e-15);
   EXPECT_NEAR(c.known_s, 17e-6, 1e-15);
@@ -99,9 +99,9 @@ TEST(KernelWorkTest, AnOperatorsWorkIsSpreadOverItsMatrixKernelsByTheirPeak) {
 
   DeviceModel none = WorkDevice();
   none.work_power = {};
-  const std::vector<KernelWork> unknown = KernelWorkFromTrace(t, none);
+  const std::vector<KernelWork> unknown = KernelWorkFromTrace(t, ShareKindsOf(t), none);
   for (const KernelWork& k : unknown) EXPECT_FALSE(k.Known());
-  EXPECT_DOUBLE_EQ(CoverageOf(t, unknown, none).known_s, 0.0);
+  EXPECT_DOUBLE_EQ(CoverageOf(t, ShareKindsOf(t), unknown, none).known_s, 0.0);
   EXPECT_DOUBLE_EQ(WorkCoverage{}.KnownShare(), 1.0);  // no matrix multiplies: nothing unseen
 }
 
@@ -124,9 +124,42 @@ TEST(KernelWorkTest, WorkShareIsTheCurveOverTheComputeClassPower) {
   EXPECT_DOUBLE_EQ(d.WorkShare(0.5, false), 0.0);
 }
 
+// A GEMM kernel a convolution operator launched is a convolution; every other op takes its name's
+// kind, whatever launched it.
+TEST(KernelWorkTest, AGemmKernelAConvolutionLaunchedIsAConvolution) {
+  testing::TraceBuilder b;
+  b.Op("aten::cudnn_convolution", 0, 1);  // External id 30
+  b.Op("aten::mm", 2, 3);                 // External id 31
+  b.Kernel(kGemm, 7, 0, 1, 1, 30);        // cuBLAS's GEMM for a convolution
+  b.Kernel(kSgemm, 7, 1, 2, 2, 30);       // on the CUDA cores, likewise
+  b.Kernel(kAdd, 7, 2, 3, 3, 30);         // not a GEMM: its own kind
+  b.Kernel(kTf32Conv, 7, 3, 4, 4, 30);    // a convolution kernel already
+  b.Kernel(kGemm, 7, 4, 5, 5, 31);        // a GEMM for a matrix multiply
+  b.Kernel(kSgemm, 7, 5, 6, 6);           // no operator
+  trace::Trace t = b.Build();
+  t.cpu.external_id[0] = 30;
+  t.cpu.external_id[1] = 31;
+  const int conv = static_cast<int>(KernelKind::kConv), gemm = static_cast<int>(KernelKind::kGemm);
+  const std::vector<int> kinds = ShareKindsOf(t);
+  ASSERT_EQ(kinds.size(), 6u);
+  EXPECT_EQ(kinds[0], conv);
+  EXPECT_EQ(kinds[1], conv);
+  EXPECT_EQ(kinds[2], ShareKindOfName(kAdd));
+  EXPECT_NE(kinds[2], conv);
+  EXPECT_EQ(kinds[3], conv);
+  EXPECT_EQ(kinds[4], gemm);
+  EXPECT_EQ(kinds[5], kCudaCoreGemmShareKind);
+  // The convolution's GEMM kernels count as convolution time in the coverage.
+  const WorkCoverage c = CoverageOf(t, kinds, KernelWorkFromTrace(t, kinds, WorkDevice()), WorkDevice());
+  EXPECT_NEAR(c.kinds[static_cast<size_t>(conv)].matmul_s, 3e-6, 1e-15);
+  EXPECT_NEAR(c.kinds[static_cast<size_t>(gemm)].matmul_s, 1e-6, 1e-15);
+  EXPECT_NEAR(c.kinds[static_cast<size_t>(kCudaCoreGemmShareKind)].matmul_s, 1e-6, 1e-15);
+}
+
 // A tensor-core GEMM of unknown work: u from the tile its name states, the SMs its grid covers
-// and its length past the floor; never for a GEMM a convolution launched, never over the work its
-// operator's shapes give, and counted apart from that work in the coverage.
+// and its length past the floor; never for a GEMM a convolution launched (a convolution by
+// ShareKindsOf), never over the work its operator's shapes give, and counted apart from that work
+// in the coverage.
 TEST(KernelWorkTest, ATensorCoreGemmOfUnknownWorkTakesItsTilesWork) {
   DeviceModel d = WorkDevice();
   d.sm_count = 100;
@@ -154,7 +187,7 @@ TEST(KernelWorkTest, ATensorCoreGemmOfUnknownWorkTakesItsTilesWork) {
     l.grid[1] = l.grid[2] = 1;
   }
   t.op_work[21] = {2.0e9, trace::OpPrecision::k16Bit};
-  const std::vector<KernelWork> w = KernelWorkFromTrace(t, d);
+  const std::vector<KernelWork> w = KernelWorkFromTrace(t, ShareKindsOf(t), d);
   ASSERT_EQ(w.size(), 7u);
   EXPECT_TRUE(w[0].from_tile);
   EXPECT_NEAR(w[0].u, 0.7 * 1.0 * 0.5 * 0.8, 1e-12);
@@ -171,7 +204,7 @@ TEST(KernelWorkTest, ATensorCoreGemmOfUnknownWorkTakesItsTilesWork) {
   const int gemm = static_cast<int>(KernelKind::kGemm);
   EXPECT_DOUBLE_EQ(OpShare(d, w[0], 50, 384, 10e-6, gemm), d.WorkShare(w[0].u, false));
 
-  const WorkCoverage c = CoverageOf(t, w, d);
+  const WorkCoverage c = CoverageOf(t, ShareKindsOf(t), w, d);
   EXPECT_NEAR(c.matmul_s, 60e-6, 1e-15);
   EXPECT_NEAR(c.known_s, 10e-6, 1e-15);
   EXPECT_NEAR(c.tile_s, 20e-6, 1e-15);
@@ -181,7 +214,7 @@ TEST(KernelWorkTest, ATensorCoreGemmOfUnknownWorkTakesItsTilesWork) {
   EXPECT_NEAR(c.kinds[static_cast<size_t>(gemm)].known_s, 10e-6, 1e-15);
 
   d.work_power.tile.known = false;
-  EXPECT_FALSE(KernelWorkFromTrace(t, d)[0].Known());
+  EXPECT_FALSE(KernelWorkFromTrace(t, ShareKindsOf(t), d)[0].Known());
 }
 
 // A kind's power share scales its kernels of unknown work only, and only that kind's.

@@ -32,11 +32,23 @@ struct KernelWork {
   bool Known() const { return !std::isnan(u); }
 };
 
-// One entry per GPU operation of `trace` (its gpu table's order): u from the operator's work where
-// the trace has it; else, for a tensor-core GEMM (share kind gemm) whose name states its tile, u
-// from the tile where the device file has work_power.tile; unknown otherwise (every op when the
-// file has no work_power).
-std::vector<KernelWork> KernelWorkFromTrace(const trace::Trace& trace, const DeviceModel& device);
+// The share kind (ShareKindOf) of each GPU operation of `trace`, in its gpu table's order: its
+// kernel name's (ShareKindOfName), except that a GEMM kernel (share kind gemm or cuda_core_gemm)
+// a convolution operator launched (a framework op, by External id, whose name holds "conv":
+// aten::cudnn_convolution, aten::convolution_backward, ...) is a convolution. cuDNN runs 1x1 and
+// other convolutions on cuBLAS's GEMM kernels; their depth, input channels x filter size, is often
+// short of what the GEMM's tile needs to stay busy, and their time follows the clock as a
+// convolution's (MobileNet's pointwise convolutions, BENCHMARKS.md Order 8). An EMO trace has no
+// operators: names alone decide there.
+std::vector<int> ShareKindsOf(const trace::Trace& trace);
+
+// One entry per GPU operation of `trace` (its gpu table's order; `kinds`: ShareKindsOf(trace)):
+// u from the operator's work where
+// the trace has it; else, for a tensor-core GEMM (share kind gemm by ShareKindsOf) whose name
+// states its tile, u from the tile where the device file has work_power.tile; unknown otherwise
+// (every op when the file has no work_power).
+std::vector<KernelWork> KernelWorkFromTrace(const trace::Trace& trace, const std::vector<int>& kinds,
+                                            const DeviceModel& device);
 
 // How much of a trace's matrix-multiply kernel time the work curves see: a trace without
 // record_shapes (or a device file without work_power) leaves every such kernel at its class's
@@ -64,7 +76,9 @@ struct WorkCoverage {
 // Whether a kernel name's share kind is a matrix multiply's (GEMM, convolution, attention,
 // CUDA-core GEMM): the kernels whose power follows their work.
 bool IsMatrixMultiply(std::string_view kernel_name);
-WorkCoverage CoverageOf(const trace::Trace& trace, const std::vector<KernelWork>& work, const DeviceModel& device);
+// `kinds`: ShareKindsOf(trace).
+WorkCoverage CoverageOf(const trace::Trace& trace, const std::vector<int>& kinds, const std::vector<KernelWork>& work,
+                        const DeviceModel& device);
 
 // The share (KernelShare's units) of one GPU op of share kind `share_kind` (ShareKindOf):
 // WorkShare where its work is known, else the KernelShare of its launch configuration and
