@@ -43,10 +43,9 @@ struct KernelWork {
 std::vector<int> ShareKindsOf(const trace::Trace& trace);
 
 // One entry per GPU operation of `trace` (its gpu table's order; `kinds`: ShareKindsOf(trace)):
-// u from the operator's work where
-// the trace has it; else, for a tensor-core GEMM (share kind gemm by ShareKindsOf) whose name
-// states its tile, u from the tile where the device file has work_power.tile; unknown otherwise
-// (every op when the file has no work_power).
+// u from the operator's work where the trace has it; else, for a tensor-core GEMM (share kind
+// gemm) whose name states its tile, u from the tile where the device file has work_power.tile;
+// unknown otherwise (every op when the file has no work_power).
 std::vector<KernelWork> KernelWorkFromTrace(const trace::Trace& trace, const std::vector<int>& kinds,
                                             const DeviceModel& device);
 

@@ -50,9 +50,8 @@ struct PackingInput {
 
 // The steady iteration of an analysis. `classify` gives each GPU op (its index in the trace's gpu
 // table) its clock class (the model's kernel classes or kinds; packing sits before the model, so
-// the caller passes it). Event waits
-// mark `waits_on_stream` (same device) or `waits_on_device`; waits through the host (a sync,
-// then a launch) are not marked yet.
+// the caller passes it). Event waits mark `waits_on_stream` (same device) or `waits_on_device`;
+// waits through the host (a sync, then a launch) are not marked yet.
 PackingInput InputOf(const analysis::TraceAnalysis& a,
                      const std::function<uint8_t(uint32_t gpu_op)>& classify = {});
 
