@@ -408,6 +408,49 @@ def gpt_wide_train():
     return decoder_train_step(vocab=16384, seq=512, d=1536, heads=12, layers=4, batch=8)
 
 
+def mlp_narrow_infer():
+    """Narrow fp32 MLP inference (TF32 off): 16 layers of 256 -> 256 with ReLU on a batch of 64,
+    no_grad: small CUDA-core GEMMs whose blocks hold few warps."""
+    torch.backends.cuda.matmul.allow_tf32 = False
+    layers = []
+    for _ in range(16):
+        layers += [nn.Linear(256, 256), nn.ReLU()]
+    model = nn.Sequential(*layers).to(DEV).eval()
+    x = torch.randn(64, 256, device=DEV)
+
+    def step():
+        with torch.no_grad():
+            model(x)
+
+    return step
+
+
+def dlrm_small_train():
+    """A DLRM-shaped recommender trained in fp32 (TF32 off), batch 2048: 8 embedding bags of
+    100,000 x 64 (sum of 4 lookups each), a bottom MLP 13-256-64 on the dense features, a top MLP
+    576-256-64-1 on their concatenation, binary cross-entropy, SGD."""
+    torch.backends.cuda.matmul.allow_tf32 = False
+    tables = nn.ModuleList(nn.EmbeddingBag(100_000, 64, mode="sum") for _ in range(8)).to(DEV)
+    bottom = nn.Sequential(nn.Linear(13, 256), nn.ReLU(), nn.Linear(256, 64), nn.ReLU()).to(DEV)
+    top = nn.Sequential(nn.Linear(64 * 9, 256), nn.ReLU(), nn.Linear(256, 64), nn.ReLU(), nn.Linear(64, 1)).to(DEV)
+    params = list(tables.parameters()) + list(bottom.parameters()) + list(top.parameters())
+    opt = torch.optim.SGD(params, lr=1e-2)
+    loss_fn = nn.BCEWithLogitsLoss()
+    batch = 2048
+    dense = torch.randn(batch, 13, device=DEV)
+    ids = [torch.randint(0, 100_000, (batch * 4,), device=DEV) for _ in tables]
+    offsets = torch.arange(0, batch * 4, 4, device=DEV)
+    y = torch.randint(0, 2, (batch, 1), device=DEV).float()
+
+    def step():
+        opt.zero_grad(set_to_none=True)
+        h = torch.cat([bottom(dense)] + [t(i, offsets) for t, i in zip(tables, ids)], 1)
+        loss_fn(top(h), y).backward()
+        opt.step()
+
+    return step
+
+
 WORKLOADS = {"mlp_small_train": mlp_small_train, "bert_infer": bert_infer, "cnn_dataload_train": cnn_dataload_train,
              # the second held-out set (data/h200_heldout2)
              "gpt_small_train": gpt_small_train, "resnet_small_train": resnet_small_train,
@@ -420,7 +463,9 @@ WORKLOADS = {"mlp_small_train": mlp_small_train, "bert_infer": bert_infer, "cnn_
              # recorded to check depthwise convolutions as memory kernels (src/model/kernel_class.cc)
              "convnext_train": convnext_train,
              # recorded to check a GEMM's work from its tile (devices/*.json work_power.tile)
-             "vit_infer": vit_infer, "gpt_wide_train": gpt_wide_train}
+             "vit_infer": vit_infer, "gpt_wide_train": gpt_wide_train,
+             # recorded to check four warps per SM (devices/*.json saturation_warps)
+             "mlp_narrow_infer": mlp_narrow_infer, "dlrm_small_train": dlrm_small_train}
 
 
 # ---------------------------------------------------------------- one process: one loop, one trace
