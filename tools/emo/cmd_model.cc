@@ -612,7 +612,8 @@ void SetupModel(CLI::App& app, int& exit_code) {
   CLI::App* classify = cmd->add_subcommand(
       "classify",
       "Print the class (compute, memory, communication, other) and kind the model gives each\n"
-      "kernel name, as the analysis and the device file's per-class and per-kind numbers see it");
+      "kernel name, as the analysis and the device file's per-class and per-kind numbers see it (in a\n"
+      "trace, a GEMM kernel that a convolution operator launched counts as a conv)");
   classify
       ->add_option("names", classify_args->names,
                    "Kernel names as traces show them (quote each); '-' reads one name per line from\n"
