@@ -339,9 +339,9 @@ def unet_seg_train():
     return bf16_classifier_step(model, opt, x, y)
 
 
-def mobilenet_infer():
-    """MobileNet-shaped inference (depthwise-separable convolutions: 3x3 depthwise, then 1x1), fp16,
-    channels_last, batch 128 x 3x224x224."""
+def _mobilenet_shaped(classes):
+    """MobileNet-shaped layers: depthwise-separable convolutions (3x3 depthwise, then 1x1), 32-1024
+    channels."""
     def separable(c_in, c_out, stride):
         return nn.Sequential(nn.Conv2d(c_in, c_in, 3, stride, 1, groups=c_in, bias=False), nn.BatchNorm2d(c_in),
                              nn.ReLU6(), nn.Conv2d(c_in, c_out, 1, bias=False), nn.BatchNorm2d(c_out), nn.ReLU6())
@@ -350,8 +350,23 @@ def mobilenet_infer():
     for w, s in ((64, 1), (128, 2), (128, 1), (256, 2), (256, 1), (512, 2), (512, 1), (512, 1), (1024, 2)):
         layers.append(separable(c, w, s))
         c = w
-    layers += [nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(1024, 1000)]
-    return image_infer_step(nn.Sequential(*layers), 128, torch.float16)
+    layers += [nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(1024, classes)]
+    return nn.Sequential(*layers)
+
+
+def mobilenet_infer():
+    """MobileNet-shaped inference, fp16, channels_last, batch 128 x 3x224x224."""
+    return image_infer_step(_mobilenet_shaped(1000), 128, torch.float16)
+
+
+def mobilenet_train():
+    """The MobileNet-shaped classifier trained on 3x160x160 images, batch 64, bf16 autocast,
+    channels_last, SGD with momentum."""
+    model = _mobilenet_shaped(100).to(DEV, memory_format=torch.channels_last)
+    opt = torch.optim.SGD(model.parameters(), lr=1e-2, momentum=0.9)
+    x = torch.randn(64, 3, 160, 160, device=DEV).to(memory_format=torch.channels_last)
+    y = torch.randint(0, 100, (64,), device=DEV)
+    return bf16_classifier_step(model, opt, x, y)
 
 
 def convnext_train():
@@ -465,7 +480,9 @@ WORKLOADS = {"mlp_small_train": mlp_small_train, "bert_infer": bert_infer, "cnn_
              # recorded to check a GEMM's work from its tile (devices/*.json work_power.tile)
              "vit_infer": vit_infer, "gpt_wide_train": gpt_wide_train,
              # recorded to check four warps per SM (devices/*.json saturation_warps)
-             "mlp_narrow_infer": mlp_narrow_infer, "dlrm_small_train": dlrm_small_train}
+             "mlp_narrow_infer": mlp_narrow_infer, "dlrm_small_train": dlrm_small_train,
+             # recorded to check a GEMM kernel a convolution launched as a convolution (kernel_work.h)
+             "mobilenet_train": mobilenet_train}
 
 
 # ---------------------------------------------------------------- one process: one loop, one trace
