@@ -9,6 +9,10 @@
 # headers, a build input) and python/emo/ (the package without its native module, which
 # python/build_module.sh compiles there for that machine's Python).
 #
+# Also DEST.tar.gz, the same folder compressed (about 11 MB against 26): the device tool carries at
+# most 64 MiB a call with the repo, so carry it and unpack it there first,
+#   run(carry=["build/device.tar.gz"], command="tar xzf build/device.tar.gz -C build && ...").
+#
 #   bash scripts/device_bundle.sh [BUILD_DIR] [DEST]     (defaults: build/ci, build/device)
 set -euo pipefail
 build="${1:-build/ci}"
@@ -34,4 +38,6 @@ if cmake --build "$build" --target emo_py_core 2>/dev/null; then
   cp -r /usr/include/pybind11 "$dest/include/"
   cp python/emo/*.py "$dest/python/emo/"
 fi
+tar czf "$dest.tar.gz" -C "$(dirname "$dest")" "$(basename "$dest")"
 du -sh "$dest" | awk '{print "device_bundle: " $1 " in '"$dest"'"}'
+du -sh "$dest.tar.gz" | awk '{print "device_bundle: " $1 " in '"$dest"'.tar.gz"}'
