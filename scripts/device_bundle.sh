@@ -9,7 +9,7 @@
 # headers, a build input) and python/emo/ (the package without its native module, which
 # python/build_module.sh compiles there for that machine's Python).
 #
-# Also DEST.tar.gz, the same folder compressed (about 11 MB against 26): the device tool carries at
+# Also DEST.tar.gz, the same folder compressed (13 MB against 31): the device tool carries at
 # most 64 MiB a call with the repo, so carry it and unpack it there first,
 #   run(carry=["build/device.tar.gz"], command="tar xzf build/device.tar.gz -C build && ...").
 #
