@@ -89,8 +89,6 @@ void EstimateFromTiles(const trace::Trace& trace, const std::vector<int>& kinds,
 
 }  // namespace
 
-bool IsMatrixMultiply(std::string_view kernel_name) { return IsMatrixMultiplyKind(ShareKindOfName(kernel_name)); }
-
 std::vector<int> ShareKindsOf(const trace::Trace& trace) {
   const trace::GpuOpTable& gpu = trace.gpu;
   std::vector<int> out(gpu.size(), 0);

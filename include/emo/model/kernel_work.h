@@ -12,7 +12,6 @@
 #include <array>
 #include <cmath>
 #include <limits>
-#include <string_view>
 #include <vector>
 
 #include "emo/model/device.h"
@@ -54,7 +53,7 @@ std::vector<KernelWork> KernelWorkFromTrace(const trace::Trace& trace, const std
 // average power, which is what the plan report warns of.
 struct WorkCoverage {
   double kernel_s = 0;  // summed duration of the trace's kernels
-  double matmul_s = 0;  // of which matrix-multiply kernels' (IsMatrixMultiply)
+  double matmul_s = 0;  // of which matrix-multiply kernels' (kinds GEMM, conv, attention, CUDA-core GEMM)
   double known_s = 0;   // of which their work per µs is known from their operators' shapes
   double tile_s = 0;    // of which it is estimated from their tiles (KernelWork::from_tile)
   double KnownShare() const { return matmul_s > 0 ? known_s / matmul_s : 1.0; }
@@ -72,9 +71,6 @@ struct WorkCoverage {
   };
   std::array<Kind, kNumShareKinds> kinds{};
 };
-// Whether a kernel name's share kind is a matrix multiply's (GEMM, convolution, attention,
-// CUDA-core GEMM): the kernels whose power follows their work.
-bool IsMatrixMultiply(std::string_view kernel_name);
 // `kinds`: ShareKindsOf(trace).
 WorkCoverage CoverageOf(const trace::Trace& trace, const std::vector<int>& kinds, const std::vector<KernelWork>& work,
                         const DeviceModel& device);
