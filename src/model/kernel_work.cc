@@ -2,6 +2,7 @@
 #include "emo/model/kernel_work.h"
 
 #include <algorithm>
+#include <cctype>
 #include <unordered_map>
 #include <unordered_set>
 
@@ -13,6 +14,26 @@ namespace {
 bool IsMatrixMultiplyKind(int share_kind) {
   return share_kind == kCudaCoreGemmShareKind || share_kind == static_cast<int>(KernelKind::kGemm) ||
          share_kind == static_cast<int>(KernelKind::kConv) || share_kind == static_cast<int>(KernelKind::kAttention);
+}
+
+// A framework operator that runs a convolution: a word of its name (after the namespace, split at
+// '_') begins with "conv" and is not "convert..." (aten::cudnn_convolution,
+// aten::convolution_backward, aten::_conv_depthwise2d, quantized::conv2d_relu; not
+// aten::_convert_weight_to_int4pack).
+bool IsConvolutionOp(std::string_view name) {
+  if (const size_t ns = name.rfind("::"); ns != std::string_view::npos) name.remove_prefix(ns + 2);
+  auto starts = [](std::string_view word, std::string_view prefix) {
+    return word.size() >= prefix.size() &&
+           std::equal(prefix.begin(), prefix.end(), word.begin(),
+                      [](char a, char b) { return std::tolower(static_cast<unsigned char>(a)) == b; });
+  };
+  for (size_t begin = 0; begin < name.size();) {
+    const size_t end = std::min(name.find('_', begin), name.size());
+    const std::string_view word = name.substr(begin, end - begin);
+    if (starts(word, "conv") && !starts(word, "convert")) return true;
+    begin = end + 1;
+  }
+  return false;
 }
 
 // The name rules of a trace's kernels, each name read once (names repeat by the thousand).
@@ -96,7 +117,7 @@ std::vector<int> ShareKindsOf(const trace::Trace& trace) {
   const trace::CpuEventTable& cpu = trace.cpu;
   for (size_t i = 0; i < cpu.size(); ++i) {
     if (cpu.kind[i] == trace::CpuKind::kOp && cpu.external_id[i] >= 0 &&
-        trace.Name(cpu.name[i]).find("conv") != std::string_view::npos) {
+        IsConvolutionOp(trace.Name(cpu.name[i]))) {
       convolutions.insert(cpu.external_id[i]);
     }
   }

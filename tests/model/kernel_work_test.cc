@@ -156,6 +156,27 @@ TEST(KernelWorkTest, AGemmKernelAConvolutionLaunchedIsAConvolution) {
   EXPECT_NEAR(c.kinds[static_cast<size_t>(kCudaCoreGemmShareKind)].matmul_s, 1e-6, 1e-15);
 }
 
+// Which operators are convolutions goes by a word of the name, not by any "conv" inside it: an
+// operator converting a weight layout that happens to run a GEMM keeps it a GEMM.
+TEST(KernelWorkTest, OnlyAnOperatorNamedForAConvolutionMakesItsGemmAConvolution) {
+  const char* ops[] = {"aten::_conv_depthwise2d", "quantized::conv2d_relu", "aten::mkldnn_convolution",
+                       "aten::_convert_weight_to_int4pack", "aten::convert_element_type", "aten::mm"};
+  const bool is_conv[] = {true, true, true, false, false, false};
+  testing::TraceBuilder b;
+  for (int i = 0; i < 6; ++i) {
+    b.Op(ops[i], 2 * i, 2 * i + 1);
+    b.Kernel(kGemm, 7, 2 * i, 2 * i + 1, i + 1, 40 + i);
+  }
+  trace::Trace t = b.Build();
+  for (int i = 0; i < 6; ++i) t.cpu.external_id[static_cast<size_t>(i)] = 40 + i;
+  const std::vector<int> kinds = ShareKindsOf(t);
+  ASSERT_EQ(kinds.size(), 6u);
+  for (int i = 0; i < 6; ++i) {
+    EXPECT_EQ(kinds[static_cast<size_t>(i)],
+              static_cast<int>(is_conv[i] ? KernelKind::kConv : KernelKind::kGemm)) << ops[i];
+  }
+}
+
 // A tensor-core GEMM of unknown work: u from the tile its name states, the SMs its grid covers
 // and its length past the floor; never for a GEMM a convolution launched (a convolution by
 // ShareKindsOf), never over the work its operator's shapes give, and counted apart from that work

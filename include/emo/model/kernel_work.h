@@ -33,8 +33,9 @@ struct KernelWork {
 
 // The share kind (ShareKindOf) of each GPU operation of `trace`, in its gpu table's order: its
 // kernel name's (ShareKindOfName), except that a GEMM kernel (share kind gemm or cuda_core_gemm)
-// a convolution operator launched (a framework op, by External id, whose name holds "conv":
-// aten::cudnn_convolution, aten::convolution_backward, ...) is a convolution. cuDNN runs 1x1 and
+// a convolution operator launched (a framework op, by External id, with a word of its name
+// beginning "conv" but not "convert": aten::cudnn_convolution, aten::convolution_backward,
+// aten::_conv_depthwise2d, ...) is a convolution. cuDNN runs 1x1 and
 // other convolutions on cuBLAS's GEMM kernels; their depth, input channels x filter size, is often
 // short of what the GEMM's tile needs to stay busy, and their time follows the clock as a
 // convolution's (MobileNet's pointwise convolutions, BENCHMARKS.md Order 8). An EMO trace has no
