@@ -14,12 +14,20 @@ and every R_c are read from emo itself (variant device files), so the fit uses e
 classification, kernel shares and busy times. Least squares on relative error: linear over the samples whose
 measured power is below 97 % of the cap power, then refined over all with the cap applied.
   python3 bench/research/model_fit_order8.py [emo] [shared] [--base FILE] [--sweep DIR] [--sweep-only]
+                                            [--warps 0,4,8] [--ramps 0,3,6,10,15] [--floors F,...]
+                                            [--probe LOOP] [--hold-other] [--write-each DIR]
                                             [--write devices/h200.json]
 (--base: the device file fitted, default devices/h200.json; --sweep: the kernel sweep, default
-data/h200_kernels; --sweep-only: the sweep alone, for another GPU than ../shared's H200 traces)
-prints the grid, the fit and its errors; --write puts the best grid point (least rms error) and its
-fit into that device file (a copy of devices/h200.json when it does not exist; the numbers it does
-not fit are devices/derive_h200.py's).
+data/h200_kernels; --sweep-only: the sweep alone, for another GPU than ../shared's H200 traces;
+--warps, --ramps, --floors: the grid of saturation_warps, kernel_ramp_us and kernel_floor_us, no
+floor by default; --probe: the loop whose energy gives the idle activity, by default gpt_train or
+gemm_bf16_1024, whose GEMMs a base with work_power curves prices by work: take a loop of memory
+kernels then, e.g. copy_2e26; --hold-other: the class "other" keeps the base file's power instead
+of being fitted with memory's) prints the grid, the fit and its errors; --write puts the best grid
+point (least rms error) and its fit into that device file (a copy of devices/h200.json when it
+does not exist; the numbers it does not fit are devices/derive_h200.py's); --write-each writes
+one device file per grid point into DIR (ramp<R>_floor<F>_warps<W>.json), to score each with
+bench/model_energy_h200.sh.
 """
 import copy, json, os, subprocess, sys, tempfile
 
@@ -32,7 +40,21 @@ POOL = ThreadPoolExecutor(max_workers=os.cpu_count() or 2)
 
 here = os.path.dirname(os.path.abspath(__file__))
 repo = os.path.dirname(os.path.dirname(here))
+ORIGINAL_ARGS = sys.argv[1:]
 write_to = option("--write")
+write_each = option("--write-each")
+probe_name = option("--probe")
+hold_other = "--hold-other" in sys.argv
+
+
+def numbers(flag, default):
+    value = option(flag)
+    return default if value is None else tuple(float(x) for x in value.split(","))
+
+
+grid_warps = numbers("--warps", (0, 4, 8))
+grid_ramps = numbers("--ramps", (0, 3, 6, 10, 15))
+grid_floors = numbers("--floors", None)
 base_path = option("--base", f"{repo}/devices/h200.json")
 sweep = option("--sweep", f"{repo}/data/h200_kernels")
 sweep_only = "--sweep-only" in sys.argv
@@ -70,12 +92,12 @@ def variant(acts, occ, cuda_share=1.0):
     d["activity_scale"] = {"value": 1.0, "source": "fit probe"}
     d["cap_power_w"]["value"] = 1e6
     d["power_limit_w"]["value"] = 1e6
-    for k in ("sm_count", "saturation_warps", "kernel_ramp_us"):  # the file's own, from an earlier fit
+    for k in ("sm_count", "saturation_warps", "kernel_ramp_us", "kernel_floor_us"):  # the file's own, from an earlier fit
         d.pop(k, None)
     for k, v in {**occ, "cuda_core_gemm_share": cuda_share}.items():
         d[k] = {"value": v, "source": "fit grid point"}
     for c in classes:
-        d["classes"][c]["activity_w_per_mhz"]["value"] = acts.get(c, 0.0)
+        d["classes"][c]["activity_w_per_mhz"]["value"] = acts.get(c, base_acts[c] if c == "other" and hold_other else 0.0)
     _count[0] += 1
     p = f"{tmp}/v{_count[0]}.json"
     json.dump(d, open(p, "w"))
@@ -89,23 +111,23 @@ def energy(devfile, s):
     return j["baseline"]["energy_j"], j["baseline"]["time_us"] / 1e6
 
 
-# a_idle: every class at 0 is clamped to idle; two activities above it give the slope.
-probe = next(s for s in samples if s[0] in ("gpt_train", "gemm_bf16_1024"))
-e_zero, _ = energy(variant({}, {}), probe)
+# a_idle: the activity at which the probe draws idle power; two activities above it give the slope.
+probe = next(s for s in samples if (s[0] == probe_name if probe_name else s[0] in ("gpt_train", "gemm_bf16_1024")))
+_, t_probe = energy(variant({}, {}), probe)
 e_a, _ = energy(variant({c: 0.2 for c in classes}, {}), probe)
 e_b, _ = energy(variant({c: A_HI for c in classes}, {}), probe)
 if abs(e_b - e_a) < 1e-6 * max(abs(e_a), 1e-12):
     sys.exit(f"model_fit_order8: the class powers of the base file do not move {probe[0]}'s energy "
              f"({e_a:.6f} J at 0.2 and at {A_HI} W/MHz): a base whose work_power curves price its kernels "
              "cannot be fitted here; use a base file without work_power (e.g. the file before them, from git)")
-a_idle = 0.2 - (e_a - e_zero) / ((e_b - e_a) / (A_HI - 0.2))
+a_idle = 0.2 - (e_a - dev["idle_power_w"]["value"] * t_probe) / ((e_b - e_a) / (A_HI - 0.2))
 
 
 def fit_at(occ):
     rows = []
     for s in samples:
         files = [variant({}, occ), variant({"compute": A_HI}, occ, 0.0), variant({"compute": A_HI}, occ, 1.0),
-                 variant({"memory": A_HI, "other": A_HI}, occ),
+                 variant({"memory": A_HI} if hold_other else {"memory": A_HI, "other": A_HI}, occ),
                  variant({"communication": base_acts["communication"]}, occ)]
         (e0, t), (e_tc, _), (e_all, _), (e_mem, _), (e_comm, _) = POOL.map(lambda f: energy(f, s), files)
         k = A_HI - a_idle
@@ -148,17 +170,79 @@ def fit_at(occ):
 
 # saturation_warps 4: one warp per sub-partition of a Hopper SM (devices/h200.json, added after the
 # fit that wrote the file's class powers, which tried 0 and 8 only).
-grid = [{}] + [{"sm_count": 132, "saturation_warps": w, "kernel_ramp_us": r}
-               for w in (0, 4, 8) for r in (0, 3, 6, 10, 15)]
+if grid_floors is None:
+    grid = [{}] + [{"sm_count": 132, "saturation_warps": w, "kernel_ramp_us": r} for w in grid_warps for r in grid_ramps]
+else:
+    grid = [{"sm_count": 132, "saturation_warps": w, "kernel_ramp_us": r, "kernel_floor_us": f}
+            for w in grid_warps for r in grid_ramps for f in grid_floors]
 print(f"idle activity {a_idle:.4f} W/MHz; {len(samples)} samples\n")
-print("| saturation_warps | kernel_ramp_us | compute W/MHz | CUDA-core GEMM share | memory, other W/MHz | rms error % | max error % |")
-print("|---:|---:|---:|---:|---:|---:|---:|")
+print("| saturation_warps | kernel_ramp_us | kernel_floor_us | compute W/MHz | CUDA-core GEMM share | "
+      f"{'memory' if hold_other else 'memory, other'} W/MHz | rms error % | max error % |")
+print("|---:|---:|---:|---:|---:|---:|---:|---:|")
+
+
+def write_device(path, occ, fit, rms, n_loops):
+    """The base file (or `path`'s, when it exists) with a grid point's occupancy and its fit."""
+    rel = os.path.relpath
+    cmd = ["python3 bench/research/model_fit_order8.py EMO SHARED"]
+    tokens = iter(ORIGINAL_ARGS)
+    for tok in tokens:  # the options as given, paths relative to the repository; EMO, SHARED by name
+        if tok.startswith("--"):
+            cmd.append(tok)
+            if tok not in ("--sweep-only", "--hold-other"):
+                value = next(tokens, "")
+                cmd.append(rel(value, repo) if os.path.exists(value) or "/" in value else value)
+    cmd = " ".join(cmd)
+    sets = rel(sweep, repo) + ("" if sweep_only else ", ../shared/traces/h200, data/h200_emo")
+    src = (f"least-squares fit of the predicted to the measured energy per iteration at the default clock, "
+           f"{n_loops} loops ({sets}; rms error {rms:.1f} %), on {rel(base_path, repo)}: `{cmd}`")
+    d = json.load(open(path)) if os.path.exists(path) else copy.deepcopy(dev)
+    fitted = [("compute", fit["compute"]), ("memory", fit["memory_and_other"])]
+    if not hold_other:
+        fitted.append(("other", fit["memory_and_other"]))
+    for c, v in fitted:
+        d["classes"][c]["activity_w_per_mhz"] = {"value": round(v, 5), "source": src + (
+            "; the power of tensor-core kernels filling the GPU" if c == "compute" else
+            "" if hold_other else "; shared by memory and other (too few other kernels to fit alone)")}
+    d["activity_scale"] = {"value": 1.0, "source": "1: the class activities are fitted on measured energies "
+                                                   "directly (classes.*.activity_w_per_mhz)"}
+    d["cuda_core_gemm_share"] = {"value": round(fit["cuda_core_gemm_share"], 3), "source": src}
+    d["sm_count"] = {"value": 132, "source": f"the {dev['gpu']} traces' Kineto kernel field \"blocks per SM\" = "
+                                            "grid blocks / 132 (e.g. 128 blocks -> 0.969697): 132 SMs"}
+    d["kernel_ramp_us"] = {"value": occ["kernel_ramp_us"], "assumption": True,
+                           "reasoning": "a form, not a measurement: the grid point "
+                                        f"({', '.join(f'{r:g}' for r in grid_ramps)} us) with the "
+                                        "least rms error; kernels of a few us (launch-bound loops) draw far less "
+                                        "than their class",
+                           "source": src}
+    if occ.get("kernel_floor_us"):
+        d["kernel_floor_us"] = {"value": occ["kernel_floor_us"], "assumption": True,
+                                "reasoning": "a form, not a measurement: a grid point of "
+                                             f"({', '.join(f'{f:g}' for f in grid_floors)} us)",
+                                "source": src}
+    else:
+        d.pop("kernel_floor_us", None)
+    if occ.get("saturation_warps"):
+        d["saturation_warps"] = {"value": occ["saturation_warps"], "source": src}
+    else:
+        d.pop("saturation_warps", None)
+    with open(path, "w") as f:
+        json.dump(d, f, indent=2, sort_keys=True)
+        f.write("\n")
+    print(f"wrote {path}")
+
+
 best = None
 for occ in grid:
     fit, rows, errs, rms = fit_at(occ)
-    print(f"| {occ.get('saturation_warps', 'no occupancy')} | {occ.get('kernel_ramp_us', '-')} | {fit['compute']:.4f} | "
+    print(f"| {occ.get('saturation_warps', 'no occupancy')} | {occ.get('kernel_ramp_us', '-')} | "
+          f"{occ.get('kernel_floor_us', '-')} | {fit['compute']:.4f} | "
           f"{fit['cuda_core_gemm_share']:.3f} | {fit['memory_and_other']:.4f} | {rms:.1f} | {max(map(abs, errs)):.1f} |",
           flush=True)
+    if write_each and occ:
+        os.makedirs(write_each, exist_ok=True)
+        write_device(f"{write_each}/ramp{occ['kernel_ramp_us']:g}_floor{occ.get('kernel_floor_us', 0):g}_"
+                     f"warps{occ['saturation_warps']:g}.json", occ, fit, rms, len(rows))
     if best is None or rms < best[3]:
         best = (occ, fit, rows, rms, errs)
 occ, fit, rows, rms, errs = best
@@ -169,32 +253,6 @@ for row, e in zip(rows, errs):
     print(f"| {s[0]} | {s[3]:.3f} | {s[3] * (1 + e / 100):.3f} | {e:+.1f} % |")
 
 if write_to:
-    rel = os.path.relpath
-    cmd = (f"python3 bench/research/model_fit_order8.py EMO SHARED --base {rel(base_path, repo)} --sweep "
-           f"{rel(sweep, repo)}{' --sweep-only' if sweep_only else ''} --write {rel(write_to, repo)}")
-    sets = rel(sweep, repo) + ("" if sweep_only else ", ../shared/traces/h200, data/h200_emo")
-    src = (f"least-squares fit of the predicted to the measured energy per iteration at the default clock, "
-           f"{len(rows)} loops ({sets}; rms error {rms:.1f} %), on {rel(base_path, repo)}: `{cmd}`")
-    d = json.load(open(write_to)) if os.path.exists(write_to) else copy.deepcopy(dev)
-    for c, v in (("compute", fit["compute"]), ("memory", fit["memory_and_other"]), ("other", fit["memory_and_other"])):
-        d["classes"][c]["activity_w_per_mhz"] = {"value": round(v, 5), "source": src + (
-            "; shared by memory and other (too few other kernels to fit alone)" if c != "compute" else
-            "; the power of tensor-core kernels filling the GPU")}
-    d["activity_scale"] = {"value": 1.0, "source": "1: the class activities are fitted on measured energies "
-                                                   "directly (classes.*.activity_w_per_mhz)"}
-    d["cuda_core_gemm_share"] = {"value": round(fit["cuda_core_gemm_share"], 3), "source": src}
-    d["sm_count"] = {"value": 132, "source": f"the {dev['gpu']} traces' Kineto kernel field \"blocks per SM\" = "
-                                            "grid blocks / 132 (e.g. 128 blocks -> 0.969697): 132 SMs"}
-    d["kernel_ramp_us"] = {"value": occ["kernel_ramp_us"], "assumption": True,
-                           "reasoning": "a form, not a measurement: the grid point (0, 3, 6, 10, 15 us) with the "
-                                        "least rms error; kernels of a few us (launch-bound loops) draw far less "
-                                        "than their class",
-                           "source": src}
-    if occ.get("saturation_warps"):
-        d["saturation_warps"] = {"value": occ["saturation_warps"], "source": src}
-    else:
-        d.pop("saturation_warps", None)
-    with open(write_to, "w") as f:
-        json.dump(d, f, indent=2, sort_keys=True)
-        f.write("\n")
-    print(f"wrote {write_to}")
+    if not occ:
+        sys.exit("model_fit_order8: the best grid point has no occupancy numbers; nothing written")
+    write_device(write_to, occ, fit, rms, len(rows))

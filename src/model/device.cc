@@ -265,6 +265,7 @@ Result<DeviceModel> ParseDevice(const json& j, const std::string& path) {
   dev.sm_count = static_cast<int>(sm_count);
   EMO_RETURN_IF_ERROR(occupancy("saturation_warps", dev.saturation_warps));
   EMO_RETURN_IF_ERROR(occupancy("kernel_ramp_us", dev.kernel_ramp_us));
+  EMO_RETURN_IF_ERROR(occupancy("kernel_floor_us", dev.kernel_floor_us));
   EMO_RETURN_IF_ERROR(occupancy("cuda_core_gemm_share", dev.cuda_core_gemm_share));
   EMO_RETURN_IF_ERROR(reader.Number(j, "static_power_w", "static_power_w", v));
   dev.params.static_power = Watts(v);
@@ -532,6 +533,9 @@ double DeviceModel::KernelShare(int64_t blocks, int64_t threads_per_block, doubl
     }
   }
   if (duration_s > 0 && kernel_ramp_us > 0) share *= duration_s / (duration_s + kernel_ramp_us * 1e-6);
+  if (duration_s > 0 && kernel_floor_us > 0) {
+    share *= std::max(0.0, duration_s - kernel_floor_us * 1e-6) / duration_s;
+  }
   return share;
 }
 

@@ -344,6 +344,12 @@ TEST(DeviceTest, KernelShareFromLaunchConfigAndDuration) {
   d.cuda_core_gemm_share = 0.8;
   EXPECT_DOUBLE_EQ(d.KernelShare(132, 128, 5e-6, /*cuda_core_gemm=*/true), 0.4);
   EXPECT_DOUBLE_EQ(d.KernelShare(132, 128, 5e-6, /*cuda_core_gemm=*/false), 0.5);
+  // A start-up floor: nothing above idle for its first microsecond, then full.
+  d.kernel_ramp_us = 0;
+  d.kernel_floor_us = 1;
+  EXPECT_DOUBLE_EQ(d.KernelShare(132, 128, 4e-6), 0.75);
+  EXPECT_DOUBLE_EQ(d.KernelShare(132, 128, 0.5e-6), 0.0);  // shorter than the floor
+  EXPECT_DOUBLE_EQ(d.KernelShare(0, 0, 2e-6), 0.5);         // copies too
 }
 
 TEST(DeviceTest, OccupancyNumbersAreReadAndChecked) {
@@ -351,12 +357,14 @@ TEST(DeviceTest, OccupancyNumbersAreReadAndChecked) {
   j["sm_count"] = {{"value", 132}, {"source", "test"}};
   j["saturation_warps"] = {{"value", 8}, {"source", "test"}};
   j["kernel_ramp_us"] = {{"value", 6}, {"source", "test"}};
+  j["kernel_floor_us"] = {{"value", 1.5}, {"source", "test"}};
   j["cuda_core_gemm_share"] = {{"value", 0.8}, {"source", "test"}};
   Result<DeviceModel> d = ParseDevice(j, "devices/t.json");
   ASSERT_TRUE(d.ok()) << d.status().ToString();
   EXPECT_EQ(d->sm_count, 132);
   EXPECT_EQ(d->saturation_warps, 8);
   EXPECT_EQ(d->kernel_ramp_us, 6);
+  EXPECT_EQ(d->kernel_floor_us, 1.5);
   EXPECT_EQ(d->cuda_core_gemm_share, 0.8);
   EXPECT_EQ(d->provenance.at("kernel_ramp_us").source, "test");
   j["sm_count"]["value"] = 131.5;
@@ -369,6 +377,11 @@ TEST(DeviceTest, OccupancyNumbersAreReadAndChecked) {
   bad = ParseDevice(j, "devices/t.json");
   ASSERT_FALSE(bad.ok());
   EXPECT_NE(bad.status().message().find("kernel_ramp_us is negative"), std::string::npos) << bad.status().message();
+  j["kernel_ramp_us"]["value"] = 6;
+  j["kernel_floor_us"]["value"] = -0.5;
+  bad = ParseDevice(j, "devices/t.json");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("kernel_floor_us is negative"), std::string::npos) << bad.status().message();
   // Absent, they leave every kernel at its class's power.
   json none = H200Json();
   for (const char* key : {"sm_count", "saturation_warps", "kernel_ramp_us", "cuda_core_gemm_share"}) none.erase(key);

@@ -97,11 +97,13 @@ struct DeviceModel {
   // Time from a clock-lock call until the new clock holds (µs); 0 when the file has none.
   double switch_latency_us = 0.0;
   // Occupancy (see KernelShare): streaming multiprocessors (0: unknown, every kernel fills the
-  // GPU), resident warps per SM at which a kernel's SMs draw their full power (0: any), and the
-  // time a kernel takes to reach full power (0: at once).
+  // GPU), resident warps per SM at which a kernel's SMs draw their full power (0: any), the
+  // time a kernel takes to reach full power (0: at once), and the time at its start that draws
+  // nothing above idle (0: none; a form the energy fit can choose, BENCHMARKS.md Order 8).
   int sm_count = 0;
   double saturation_warps = 0.0;
   double kernel_ramp_us = 0.0;
+  double kernel_floor_us = 0.0;
   // Power above idle of a CUDA-core GEMM (IsCudaCoreGemm) over that of a tensor-core one, both
   // filling the GPU: the compute class's power is the tensor cores'. 1 when the file has none.
   double cuda_core_gemm_share = 1.0;
@@ -145,8 +147,9 @@ struct DeviceModel {
   MegaHertz NearestClock(MegaHertz f) const;
   // The share of its class's full-GPU power above idle that a kernel draws, from its launch
   // configuration and duration: (SMs it covers / sm_count) x min(1, resident warps per covered
-  // SM / saturation_warps) x d / (d + kernel_ramp), times cuda_core_gemm_share for a CUDA-core
-  // GEMM. Each factor is 1 when its numbers are unknown (0), as for copies and memsets (blocks 0).
+  // SM / saturation_warps) x d / (d + kernel_ramp) x max(0, d - kernel_floor) / d, times
+  // cuda_core_gemm_share for a CUDA-core GEMM. Each factor is 1 when its numbers are unknown (0),
+  // as for copies and memsets (blocks 0).
   double KernelShare(int64_t blocks, int64_t threads_per_block, double duration_s,
                      bool cuda_core_gemm = false) const;
   // The compute class's power above idle (W) at the default clock, filling the GPU, at the file's
