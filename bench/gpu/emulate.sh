@@ -97,7 +97,7 @@ for loop in loops:
                  "extra_us_per_iteration": g["emulate"]["extra_us_per_iteration"],
                  "baseline_time_us": pred["baseline_time_us"],
                  "fragile_time": pred.get("fragile_time"), "runs": []}
-        within, across = [], []
+        within, paired, across = [], [], []
         for r in range(1, rounds + 1):
             em = load(f"{dest}/{loop}_{s}_emulate_{r}.json")
             dr = load(f"{dest}/{loop}_{s}_dry-run_{r}.json")
@@ -126,6 +126,11 @@ for loop in loops:
                     row["within_run_from"] = pe["emulated"]["measured_from"]
                     row["spin_launch_cost_pct"] = pe["emulated"].get("spin_launch_cost_pct")
                     within.append(row["within_run_pct"])
+                    # Each guard re-timing against the plan's iterations next to it (run_report.cc).
+                    row["paired_pct"] = pe["emulated"].get("paired_slowdown_pct")
+                    row["paired_retimings"] = pe["emulated"].get("paired_retimings")
+                    if row["paired_pct"] is not None:
+                        paired.append(row["paired_pct"])
             e, d = row.get("emulate", {}), row.get("dry_run", {})
             if e.get("under_ms") and d.get("under_ms"):
                 row["vs_dry_run_pct"] = 100 * (e["under_ms"] / d["under_ms"] - 1)
@@ -133,12 +138,14 @@ for loop in loops:
             entry["runs"].append(row)
         entry["within_run_median_pct"] = statistics.median(within) if within else None
         entry["vs_dry_run_median_pct"] = statistics.median(across) if across else None
-        for k in ("within_run", "vs_dry_run"):
+        entry["paired_median_pct"] = statistics.median(paired) if paired else None
+        for k in ("within_run", "paired", "vs_dry_run"):
             m = entry[f"{k}_median_pct"]
             entry[f"{k}_minus_predicted_points"] = None if m is None else m - entry["predicted_slowdown_pct"]
         out["loops"][f"{loop}@{s}"] = entry
 json.dump(out, open(f"{dest}/summary.json", "w"), indent=1)
 for k, e in out["loops"].items():
     print(f"{k:16s} predicted {e['predicted_slowdown_pct']:+.2f} %  within-run {e['within_run_median_pct']}  "
+          f"paired {e['paired_median_pct']}  "
           f"vs dry-run {e['vs_dry_run_median_pct']}  spins/it {e['spins_per_iteration']} packs {e['packs']}")
 PY

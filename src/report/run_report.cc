@@ -37,6 +37,10 @@ struct Emulated {
   // The spin launches' own host time per followed iteration, in % of the default clock's step:
   // on a CPU-bound loop it adds to the measured slowdown (an upper bound of that share).
   double launch_cost_pct = 0;
+  // The same slowdown from each re-timing against the plan's iterations next to it
+  // (PlanSplit::paired_in_force_over_default), over `paired_runs` re-timings; none when 0.
+  double paired_pct = 0;
+  int64_t paired_runs = 0;
 };
 std::optional<Emulated> EmulatedOf(const trace::RunMeasurement& r) {
   const auto& p = r.policy_run;
@@ -64,7 +68,9 @@ std::optional<Emulated> EmulatedOf(const trace::RunMeasurement& r) {
                                             split.in_force_step.second, split.interleaved_default_step.second)
                               : fmt::format("{} iterations under the plan against {} before it", split.under_step.second,
                                             split.before_step.second),
-                  launch_cost_pct};
+                  launch_cost_pct,
+                  100.0 * (split.paired_in_force_over_default.first - 1.0),
+                  split.paired_in_force_over_default.second};
 }
 
 // `emo run` with a traced window: each pack switch against its pack's start on the GPU in the
@@ -231,6 +237,12 @@ nlohmann::json RunToJson(const std::string& path, const trace::Trace& t) {
           {"model", e->model},
           {"measured_from", e->against},
           {"spin_launch_cost_pct", e->launch_cost_pct},
+          {"paired_slowdown_pct", e->paired_runs > 0 ? nlohmann::json(e->paired_pct) : nlohmann::json(nullptr)},
+          {"paired_retimings", e->paired_runs},
+          {"paired_note", fmt::format("each re-timing of the default clock against at most {} of the plan's iterations on "
+                                      "each side of it, the median over re-timings: a pace that drifts over tens of "
+                                      "iterations cancels in each pair",
+                                      trace::RunMeasurement::PlanSplit::kPairedNeighbours)},
           {"note", "the clock did not change: the plan's extra time per op (the model's) ran as spin kernels on the "
                    "program's streams; the slowdown is measured, the energy under the plan is not the plan's"}};
     }
@@ -361,6 +373,11 @@ std::string RunText(const std::string& path, const trace::Trace& t) {
                        "plan's\n",
                        emulated->measured_pct, emulated->against, emulated->predicted_pct, emulated->model,
                        emulated->measured_pct - emulated->predicted_pct, emulated->launch_cost_pct);
+      if (emulated->paired_runs > 0) {
+        s += fmt::format("  emulated, paired  measured {:+.1f} % ({} re-timings of the default clock, each against the "
+                         "plan's iterations next to it): {:+.1f} points\n",
+                         emulated->paired_pct, emulated->paired_runs, emulated->paired_pct - emulated->predicted_pct);
+      }
     }
     for (size_t i = 0; i < p.under_gpus.size() && i < p.before_gpus.size(); ++i) {
       const auto& u = p.under_gpus[i];

@@ -31,8 +31,9 @@ std::string ToString(const std::map<std::string, std::string>& meta, const char*
 }
 
 // The q-quantile (nearest rank) of `v`; -1 when empty.
-TimeNs Quantile(std::vector<TimeNs> v, double q) {
-  if (v.empty()) return -1;
+template <typename T>
+T Quantile(std::vector<T> v, double q) {
+  if (v.empty()) return T(-1);
   const auto k = static_cast<size_t>(q * static_cast<double>(v.size() - 1) + 0.5);
   std::nth_element(v.begin(), v.begin() + static_cast<ptrdiff_t>(k), v.end());
   return v[k];
@@ -150,6 +151,40 @@ std::pair<TimeNs, int64_t> StepOf(const std::vector<emo_format::IterationRecord>
     if (marked[i]) ns.push_back(its[i].end_ns - its[i].start_ns);
   }
   return {Quantile(ns, 0.5), static_cast<int64_t>(ns.size())};
+}
+
+// Each run of consecutive default-clock iterations (`between`: one guard re-timing) against at
+// most `neighbours` of the plan's iterations (`inside`) on each side of it, up to the runs before
+// and after: the median over runs of (the plan's median step there / the run's median step), and
+// the number of runs with at least two such neighbours. A pace that drifts over tens of
+// iterations, as a CPU-bound loop's does, cancels in each pair.
+std::pair<double, int64_t> PairedInForceOverDefault(const std::vector<ef::IterationRecord>& its,
+                                                    const std::vector<bool>& inside, const std::vector<bool>& between,
+                                                    size_t neighbours) {
+  auto step = [&its](size_t i) { return its[i].end_ns - its[i].start_ns; };
+  std::vector<double> ratios;
+  for (size_t i = 0; i < its.size();) {
+    if (!between[i]) {
+      ++i;
+      continue;
+    }
+    std::vector<TimeNs> run, plan;
+    size_t end = i;
+    while (end < its.size() && between[end]) run.push_back(step(end++));
+    size_t before = 0, after = 0;
+    for (size_t j = i; j-- > 0 && before < neighbours && !between[j];) {
+      if (inside[j]) plan.push_back(step(j)), ++before;
+    }
+    for (size_t j = end; j < its.size() && after < neighbours && !between[j]; ++j) {
+      if (inside[j]) plan.push_back(step(j)), ++after;
+    }
+    const TimeNs default_ns = Quantile(run, 0.5);
+    if (plan.size() >= 2 && default_ns > 0) {
+      ratios.push_back(static_cast<double>(Quantile(plan, 0.5)) / static_cast<double>(default_ns));
+    }
+    i = end;
+  }
+  return {ratios.empty() ? 0.0 : Quantile(ratios, 0.5), static_cast<int64_t>(ratios.size())};
 }
 
 // GPU `device`'s SM clock over [from, to] (host time).
@@ -417,6 +452,7 @@ RunMeasurement MeasureRun(const EmoRecords& r) {
       }
       m.plan->in_force_step = StepOf(its, inside);
       m.plan->interleaved_default_step = StepOf(its, between);
+      m.plan->paired_in_force_over_default = PairedInForceOverDefault(its, inside, between, RunMeasurement::PlanSplit::kPairedNeighbours);
     }
   }
   return m;

@@ -310,6 +310,55 @@ TEST(EmoTraceReaderTest, PlanSpansSplitThePlansIterationsFromTheDefaultClocksBet
   EXPECT_EQ(p.interleaved_default_step.second, 3);      // 11, 12, 13
 }
 
+// The paired reading: each re-timing of the default clock against the plan's iterations next to
+// it. A loop whose pace steps from 10 to 15 ms a step between the two re-timings fools the two
+// medians (the plan's mostly from the fast stretch, the default's half from the slow one) but not
+// the pairs, which see the plan's 5 % on both sides.
+TEST(EmoTraceReaderTest, EachReTimingIsPairedWithThePlansIterationsNextToIt) {
+  EmoTraceWriter w;
+  w.Meta({{"format", "emo-trace"}, {"host", "h200-box"}, {"pid", "4242"}, {"config.mode", "monitor"},
+          {"iteration.source", "launch_period"}, {"clock.cupti_ns", "1000"}, {"clock.realtime_ns", "5000"}});
+  ef::GpuRecord gpu{};
+  gpu.device = 0;
+  gpu.name = w.Str("NVIDIA H200");
+  w.Add(ef::RecordType::kGpu, gpu);
+  // In force over 10-19, 22-31 and 34 to the end; the default clock over 20-21 and 32-33.
+  auto default_clock = [](uint64_t i) { return i == 20 || i == 21 || i == 32 || i == 33; };
+  int64_t t = kT0;
+  std::vector<int64_t> starts;
+  for (uint64_t i = 0; i < 40; ++i) {
+    const double pace_ms = i < 26 ? 10.0 : 15.0;
+    const double plan = i >= 10 && !default_clock(i) ? 1.05 : 1.0;
+    const auto d = static_cast<int64_t>(pace_ms * plan * static_cast<double>(kMs));
+    starts.push_back(t);
+    w.Add(ef::RecordType::kIteration,
+          ef::IterationRecord{i, t, t + d, static_cast<uint32_t>(ef::IterationSource::kLaunchPeriod), 0u, 2, ef::kNoName});
+    t += d;
+  }
+  starts.push_back(t);
+  w.Flush(false);
+  const auto at = [&starts](size_t i) { return std::to_string(starts[i]); };
+  w.Meta({{"run.followed", "1"},
+          {"run.actuator", "emulate"},
+          {"run.plan_started_ns", at(10)},
+          {"run.plan_spans_ns", at(10) + ":" + at(20) + "," + at(22) + ":" + at(32) + "," + at(34) + ":-1"}});
+  w.End();
+  const auto path = WriteTemp("paired.emotrace", w.bytes());
+  auto tr = trace::ReadTrace(path);
+  std::filesystem::remove(path);
+  ASSERT_TRUE(tr.ok()) << tr.status().message();
+  ASSERT_TRUE(tr->meta.run->plan.has_value());
+  const auto& p = *tr->meta.run->plan;
+  EXPECT_EQ(p.in_force_step.second, 26);
+  EXPECT_EQ(p.interleaved_default_step.second, 4);
+  // The medians: 10.5 ms under the plan against 15 ms at the default clock, a 30 % "speed-up".
+  EXPECT_EQ(p.in_force_step.first, static_cast<int64_t>(10.5 * kMs));
+  EXPECT_EQ(p.interleaved_default_step.first, 15 * kMs);
+  // The pairs: 1.05 at both re-timings.
+  EXPECT_EQ(p.paired_in_force_over_default.second, 2);
+  EXPECT_NEAR(p.paired_in_force_over_default.first, 1.05, 1e-6);
+}
+
 // `emo run --trace`: the switches the run timed and where its packs start, read as numbers; an
 // entry that is not "pack:applied:iteration_start" is skipped.
 TEST(EmoTraceReaderTest, SwitchTimesAndPackFirstCallsAreRead) {

@@ -265,6 +265,12 @@ struct RunMeasurement {
     // guard's re-timings), each median host time and count; {-1, 0} without spans.
     std::pair<TimeNs, int64_t> in_force_step{-1, 0};
     std::pair<TimeNs, int64_t> interleaved_default_step{-1, 0};
+    // Each run of those default-clock iterations (one re-timing) against the plan's iterations
+    // next to it (at most kPairedNeighbours on each side): the median over runs of the plan's
+    // step over the default's, and the number of runs; {0, 0} without any. A pace that drifts
+    // over tens of iterations cancels in each pair, where it does not in the two medians above.
+    static constexpr size_t kPairedNeighbours = 8;
+    std::pair<double, int64_t> paired_in_force_over_default{0.0, 0};
   };
   std::optional<PlanSplit> plan;
 };

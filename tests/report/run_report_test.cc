@@ -1,0 +1,54 @@
+// What `emo run --actuator emulate` reports about the plan's measured slowdown.
+#include "emo/report/run_report.h"
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+namespace emo::report {
+namespace {
+
+constexpr TimeNs kMs = 1'000'000;
+
+trace::Trace EmulatedRun(int64_t paired_retimings) {
+  trace::Trace t;
+  t.meta.format = "emo";
+  trace::RunMeasurement r;
+  r.mode = "monitor";
+  r.iterations = 40;
+  r.policy_run = {{"actuator", "emulate"},
+                  {"predicted_ns", "10200000"},
+                  {"predicted_baseline_ns", "10000000"},
+                  {"iterations_followed", "26"},
+                  {"model", "h200"}};
+  trace::RunMeasurement::PlanSplit p;
+  p.before_step = {10 * kMs, 8};
+  p.under_step = {11 * kMs, 30};
+  p.in_force_step = {10'500'000, 26};
+  p.interleaved_default_step = {15 * kMs, 25};
+  p.paired_in_force_over_default = {1.05, paired_retimings};
+  r.plan = p;
+  t.meta.run = r;
+  return t;
+}
+
+// Beside the two medians (here a 30 % "speed-up" a drifting pace made), the paired reading, and
+// what it is; none without re-timings to pair.
+TEST(RunReportTest, AnEmulatedPlanReportsThePairedSlowdownBesideTheMedians) {
+  const nlohmann::json j = RunToJson("run.emotrace", EmulatedRun(2));
+  const auto& e = j.at("policy_effect").at("emulated");
+  EXPECT_NEAR(e.at("predicted_slowdown_pct").get<double>(), 2.0, 1e-9);
+  EXPECT_NEAR(e.at("measured_slowdown_pct").get<double>(), -30.0, 1e-9);
+  EXPECT_NEAR(e.at("paired_slowdown_pct").get<double>(), 5.0, 1e-9);
+  EXPECT_EQ(e.at("paired_retimings").get<int64_t>(), 2);
+  EXPECT_NE(e.at("paired_note").get<std::string>().find("at most 8 of the plan's iterations"), std::string::npos);
+  const std::string text = RunText("run.emotrace", EmulatedRun(2));
+  EXPECT_NE(text.find("emulated, paired  measured +5.0 % (2 re-timings"), std::string::npos) << text;
+  EXPECT_NE(text.find("+3.0 points"), std::string::npos) << text;
+
+  const nlohmann::json none = RunToJson("run.emotrace", EmulatedRun(0));
+  EXPECT_TRUE(none.at("policy_effect").at("emulated").at("paired_slowdown_pct").is_null());
+  EXPECT_EQ(RunText("run.emotrace", EmulatedRun(0)).find("emulated, paired"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace emo::report
