@@ -31,9 +31,8 @@ std::string ToString(const std::map<std::string, std::string>& meta, const char*
 }
 
 // The q-quantile (nearest rank) of `v`; -1 when empty.
-template <typename T>
-T Quantile(std::vector<T> v, double q) {
-  if (v.empty()) return T(-1);
+TimeNs Quantile(std::vector<TimeNs> v, double q) {
+  if (v.empty()) return -1;
   const auto k = static_cast<size_t>(q * static_cast<double>(v.size() - 1) + 0.5);
   std::nth_element(v.begin(), v.begin() + static_cast<ptrdiff_t>(k), v.end());
   return v[k];
@@ -173,10 +172,14 @@ std::pair<double, int64_t> PairedInForceOverDefault(const std::vector<ef::Iterat
     while (end < its.size() && between[end]) run.push_back(step(end++));
     size_t before = 0, after = 0;
     for (size_t j = i; j-- > 0 && before < neighbours && !between[j];) {
-      if (inside[j]) plan.push_back(step(j)), ++before;
+      if (!inside[j]) continue;
+      plan.push_back(step(j));
+      ++before;
     }
     for (size_t j = end; j < its.size() && after < neighbours && !between[j]; ++j) {
-      if (inside[j]) plan.push_back(step(j)), ++after;
+      if (!inside[j]) continue;
+      plan.push_back(step(j));
+      ++after;
     }
     const TimeNs default_ns = Quantile(run, 0.5);
     if (plan.size() >= 2 && default_ns > 0) {
@@ -184,7 +187,11 @@ std::pair<double, int64_t> PairedInForceOverDefault(const std::vector<ef::Iterat
     }
     i = end;
   }
-  return {ratios.empty() ? 0.0 : Quantile(ratios, 0.5), static_cast<int64_t>(ratios.size())};
+  // The median proper (the middle two averaged): a run has only a few re-timings.
+  std::sort(ratios.begin(), ratios.end());
+  const size_t n = ratios.size();
+  const double median = n == 0 ? 0.0 : 0.5 * (ratios[(n - 1) / 2] + ratios[n / 2]);
+  return {median, static_cast<int64_t>(n)};
 }
 
 // GPU `device`'s SM clock over [from, to] (host time).
@@ -452,7 +459,8 @@ RunMeasurement MeasureRun(const EmoRecords& r) {
       }
       m.plan->in_force_step = StepOf(its, inside);
       m.plan->interleaved_default_step = StepOf(its, between);
-      m.plan->paired_in_force_over_default = PairedInForceOverDefault(its, inside, between, RunMeasurement::PlanSplit::kPairedNeighbours);
+      m.plan->paired_in_force_over_default =
+          PairedInForceOverDefault(its, inside, between, RunMeasurement::PlanSplit::kPairedNeighbours);
     }
   }
   return m;
