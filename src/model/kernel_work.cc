@@ -2,7 +2,6 @@
 #include "emo/model/kernel_work.h"
 
 #include <algorithm>
-#include <cctype>
 #include <unordered_map>
 #include <unordered_set>
 
@@ -22,15 +21,10 @@ bool IsMatrixMultiplyKind(int share_kind) {
 // aten::_convert_weight_to_int4pack).
 bool IsConvolutionOp(std::string_view name) {
   if (const size_t ns = name.rfind("::"); ns != std::string_view::npos) name.remove_prefix(ns + 2);
-  auto starts = [](std::string_view word, std::string_view prefix) {
-    return word.size() >= prefix.size() &&
-           std::equal(prefix.begin(), prefix.end(), word.begin(),
-                      [](char a, char b) { return std::tolower(static_cast<unsigned char>(a)) == b; });
-  };
   for (size_t begin = 0; begin < name.size();) {
     const size_t end = std::min(name.find('_', begin), name.size());
     const std::string_view word = name.substr(begin, end - begin);
-    if (starts(word, "conv") && !starts(word, "convert")) return true;
+    if (word.starts_with("conv") && !word.starts_with("convert")) return true;
     begin = end + 1;
   }
   return false;

@@ -99,7 +99,8 @@ struct DeviceModel {
   // Occupancy (see KernelShare): streaming multiprocessors (0: unknown, every kernel fills the
   // GPU), resident warps per SM at which a kernel's SMs draw their full power (0: any), the
   // time a kernel takes to reach full power (0: at once), and the time at its start that draws
-  // nothing above idle (0: none; a form the energy fit can choose, BENCHMARKS.md Order 8).
+  // nothing above idle (0: none; a form the energy fit can choose: BENCHMARKS.md, "A start-up
+  // floor in place of the ramp").
   int sm_count = 0;
   double saturation_warps = 0.0;
   double kernel_ramp_us = 0.0;
