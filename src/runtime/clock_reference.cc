@@ -14,6 +14,8 @@ int64_t Ns(clockid_t clock) {
 
 }  // namespace
 
+int64_t MonotonicNow() { return Ns(CLOCK_MONOTONIC); }
+
 int64_t CuptiNow() {
   uint64_t t = 0;
   return cuptiGetTimestamp(&t) == CUPTI_SUCCESS ? static_cast<int64_t>(t) : 0;

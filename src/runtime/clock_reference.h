@@ -20,7 +20,11 @@ struct ClockReference {
 // CUPTI-before, the two system clocks, CUPTI-after, taking CUPTI's midpoint.
 ClockReference ReadClockReference();
 
-// CUPTI's timestamp now, 0 when CUPTI does not answer.
+// CUPTI's timestamp now, 0 when CUPTI does not answer. Like any CUPTI call, attaches CUPTI
+// again after a detach (cuptiFinalize).
 int64_t CuptiNow();
+
+// CLOCK_MONOTONIC now, in ns (no CUPTI call).
+int64_t MonotonicNow();
 
 }  // namespace emo::runtime

@@ -171,6 +171,7 @@ void GpuMonitor::Run() {
     // A device added just before the stop is still named: a short program's trace names its GPU.
     for (const uint32_t ordinal : pending) Resolve(ordinal);
     if (stopping) break;
+    if (paused_.load(std::memory_order_relaxed)) continue;
     // Half a tick of slack: a tick woken a little early still reads the counter.
     const auto now = std::chrono::steady_clock::now();
     const bool energy = now - last_energy >= kEnergyPeriod - kTickPeriod / 2;

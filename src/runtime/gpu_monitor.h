@@ -5,6 +5,7 @@
 // resolved, so nothing here can change a GPU's clocks or limits.
 #pragma once
 
+#include <atomic>
 #include <condition_variable>
 #include <cstdint>
 #include <functional>
@@ -34,6 +35,8 @@ class GpuMonitor {
   void AddDevice(uint32_t ordinal);
   // Stops the thread and shuts NVML down. Later calls do nothing.
   void Stop();
+  // While paused the thread reads nothing (EMO_TRACE_QUIET_MS's quiet phases). Any thread.
+  void SetPaused(bool paused) { paused_.store(paused, std::memory_order_relaxed); }
   // "loaded", or why NVML is not used, for the trace's meta chunk.
   std::string nvml_status() const;
 
@@ -84,6 +87,7 @@ class GpuMonitor {
   std::condition_variable wake_;
   bool stop_ = false;
   bool started_ = false;
+  std::atomic<bool> paused_{false};
   std::vector<uint32_t> pending_;
   std::vector<uint32_t> seen_;
 

@@ -47,6 +47,8 @@ InjectConfig ReadInjectConfig(const std::function<const char*(const char*)>& get
   ReadInt(kIterationsOption, getenv, &config.iterations, warnings);
   ReadInt(kBufferPoolOption, getenv, &config.buffer_pool_mib, warnings);
   ReadInt(kAnchorOption, getenv, &config.anchor, warnings);
+  ReadInt(kQuietOption, getenv, &config.quiet_ms, warnings);
+  if (const char* log = getenv(kQuietLogEnv); log != nullptr && *log != '\0') config.quiet_log = log;
   if (const char* regex = getenv(kNvtxRegexEnv); regex != nullptr && *regex != '\0') {
     std::string why;
     if (CompileRegex(regex, std::regex::ECMAScript, &why)) {

@@ -399,6 +399,14 @@ std::string CuptiLibraryPath() {
   return "";
 }
 
+// The quiet phases' marks (EMO_TRACE_QUIET_LOG), replacing the file; errno tells why not.
+bool WriteQuietLog(const std::string& path, const std::string& text) {
+  std::ofstream out(path, std::ios::trunc);
+  out << text;
+  out.flush();
+  return static_cast<bool>(out);
+}
+
 }  // namespace
 
 bool IsWaitCall(uint32_t anchor) {
@@ -454,6 +462,8 @@ bool Tracer::Start(const InjectConfig& config, std::string* error, Begin begin) 
     }
   }
   if (config_.mode == TraceMode::kTrace) window_.emplace(config_.warmup, config_.iterations, /*pretrace=*/true);
+  // Quiet phases measure the tracer of `emo trace`; `emo run`'s follower and a block never settle.
+  if (config_.quiet_ms > 0 && begin_ == Begin::kAtCudaInit && !clock_follower_) quiet_.emplace(config_.quiet_ms * 1'000'000);
   const size_t pool = static_cast<size_t>(config_.buffer_pool_mib) << 20;
   if (!writer_.Start(fd, path_, pool, [this](uint32_t context) { return DeviceOfContext(context); })) {
     *error = "cannot write " + path_ + " (" + std::strerror(errno) + ")";
@@ -880,6 +890,14 @@ void Tracer::Shutdown(const char* reason) {
     put("launch_period.lost", std::to_string(lost_offset_ + finder_->lost()));
   }
   put("cupti.detaches", std::to_string(detaches_));
+  if (quiet_) {
+    put("quiet.phases", std::to_string(quiet_->quiet_phases()));
+    put("quiet.phase_ms", std::to_string(config_.quiet_ms));
+    if (!config_.quiet_log.empty() && !WriteQuietLog(config_.quiet_log, QuietMarksText(quiet_->marks()))) {
+      std::fprintf(stderr, "emo trace: cannot write the quiet phases to %s (%s)\n", config_.quiet_log.c_str(),
+                   std::strerror(errno));
+    }
+  }
   if (!reattach_error_.empty()) put("cupti.reattach_error", reattach_error_);
   put("anchor.follows", std::to_string(anchor_follows_));
   put("anchor.given_up", std::to_string(anchor_given_up_));
@@ -926,6 +944,7 @@ void Tracer::DetachAtApiExit() {
   EMO_CUPTI_OK(cuptiActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED));
   EMO_CUPTI_OK(cuptiFinalize());
   traced_since_attach_.store(false, std::memory_order_release);
+  detached_at_monotonic_ns_.store(MonotonicNow(), std::memory_order_relaxed);
   detached_.store(true, std::memory_order_release);
 }
 

@@ -29,6 +29,7 @@
 #include "emo/runtime/anchor_finder.h"
 #include "emo/runtime/inject_config.h"
 #include "emo/runtime/launch_period_finder.h"
+#include "emo/runtime/quiet_phases.h"
 #include "emo/runtime/trace_window.h"
 #include "gpu_monitor.h"
 #include "launch_ring.h"
@@ -101,6 +102,9 @@ class Tracer {
   void RequestDetach(int when);
   void DetachAtApiExit();
   void Reattach();
+  // EMO_TRACE_QUIET_MS (benchmarks): what the quiet phases ask now. True while CUPTI is to stay
+  // detached; the GPU thread is paused for as long.
+  bool PollQuietPhases();
   // A block session: registers the contexts that exist now, as their creation callbacks would.
   void AddLiveContexts();
   void AddContext(CUcontext context);
@@ -244,6 +248,9 @@ class Tracer {
   uint64_t detaches_ = 0;
   bool activity_buffers_registered_ = false;  // control thread; false again after a detach
   std::string reattach_error_;
+  // When a program thread last detached CUPTI (CLOCK_MONOTONIC), for the quiet phases' marks.
+  std::atomic<int64_t> detached_at_monotonic_ns_{0};
+  std::optional<QuietPhases> quiet_;  // control thread; set when EMO_TRACE_QUIET_MS is
   std::atomic<bool> shut_down_{false};
 };
 

@@ -45,6 +45,7 @@ void Tracer::ControlLoop() {
     }
     // Held while this thread makes CUPTI calls: a program thread detaching CUPTI waits for it.
     std::lock_guard<std::mutex> detach_lock(detach_mutex_);
+    if (quiet_ && PollQuietPhases()) continue;  // a quiet phase: CUPTI stays detached
     if (detached_.load(std::memory_order_acquire) && reattach_error_.empty()) Reattach();
     if (detached_.load(std::memory_order_acquire)) continue;  // no subscriber: nothing to follow
     DrainControl();
@@ -74,6 +75,30 @@ void Tracer::ControlLoop() {
   }
   std::lock_guard<std::mutex> detach_lock(detach_mutex_);
   if (!detached_.load(std::memory_order_acquire)) DrainControl();
+}
+
+// EMO_TRACE_QUIET_MS: no CUPTI call is made while detached (any would attach CUPTI again), so
+// the settled test, which reads CUPTI's clock, is asked only while attached.
+bool Tracer::PollQuietPhases() {
+  const bool detached = detached_.load(std::memory_order_acquire);
+  const bool settled = !detached && SettledPoll(CuptiNow());
+  const int64_t detached_at = detached_at_monotonic_ns_.load(std::memory_order_relaxed);
+  switch (quiet_->Poll(MonotonicNow(), settled, detached, detached_at)) {
+    case QuietPhases::Action::kDetach:
+      RequestDetach(kDetachAtWait);
+      break;
+    case QuietPhases::Action::kDetachAtAnyExit:
+      RequestDetach(kDetachAtAnyExit);
+      break;
+    case QuietPhases::Action::kReattach:
+      gpus_.SetPaused(false);
+      return false;  // the caller attaches again
+    case QuietPhases::Action::kNone:
+      break;
+  }
+  const bool quiet = quiet_->phase() == QuietPhases::Phase::kQuiet;
+  gpus_.SetPaused(quiet);
+  return quiet;
 }
 
 // Settled: the loop is timed without its launches (anchor call or NVTX ranges), the window, if

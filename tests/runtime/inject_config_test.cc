@@ -28,6 +28,8 @@ TEST(InjectConfigTest, Defaults) {
   EXPECT_EQ(c.iterations, 5);
   EXPECT_EQ(c.buffer_pool_mib, 256);
   EXPECT_EQ(c.nvtx_regex, kDefaultNvtxRegex);
+  EXPECT_EQ(c.quiet_ms, 0);
+  EXPECT_EQ(c.quiet_log, "");
 }
 
 TEST(InjectConfigTest, ValuesFromTheEnvironment) {
@@ -37,9 +39,13 @@ TEST(InjectConfigTest, ValuesFromTheEnvironment) {
                                {"EMO_TRACE_WARMUP", "0"},
                                {"EMO_TRACE_ITERATIONS", "12"},
                                {"EMO_TRACE_BUFFER_MIB", "64"},
-                               {"EMO_TRACE_NVTX_REGEX", "^train_step$"}},
+                               {"EMO_TRACE_NVTX_REGEX", "^train_step$"},
+                               {"EMO_TRACE_QUIET_MS", "1500"},
+                               {"EMO_TRACE_QUIET_LOG", "/tmp/q.txt"}},
                               &warnings);
   EXPECT_TRUE(warnings.empty());
+  EXPECT_EQ(c.quiet_ms, 1500);
+  EXPECT_EQ(c.quiet_log, "/tmp/q.txt");
   EXPECT_EQ(c.output_pattern, "/tmp/t_%r_%p.emotrace");
   EXPECT_EQ(c.mode, TraceMode::kMonitor);
   EXPECT_EQ(c.warmup, 0);
@@ -54,19 +60,22 @@ TEST(InjectConfigTest, BadValuesKeepTheirDefaultsAndSaySo) {
                                {"EMO_TRACE_WARMUP", "five"},
                                {"EMO_TRACE_ITERATIONS", "0"},
                                {"EMO_TRACE_BUFFER_MIB", "12abc"},
-                               {"EMO_TRACE_NVTX_REGEX", "step(["}},
+                               {"EMO_TRACE_NVTX_REGEX", "step(["},
+                               {"EMO_TRACE_QUIET_MS", "-3"}},
                               &warnings);
+  EXPECT_EQ(c.quiet_ms, 0);
   EXPECT_EQ(c.mode, TraceMode::kTrace);
   EXPECT_EQ(c.warmup, 5);
   EXPECT_EQ(c.iterations, 5);
   EXPECT_EQ(c.buffer_pool_mib, 256);
   EXPECT_EQ(c.nvtx_regex, kDefaultNvtxRegex);
-  ASSERT_EQ(warnings.size(), 5u);
+  ASSERT_EQ(warnings.size(), 6u);
   EXPECT_NE(warnings[0].find("EMO_TRACE_MODE='full'"), std::string::npos) << warnings[0];
   EXPECT_NE(warnings[1].find("EMO_TRACE_WARMUP='five'"), std::string::npos) << warnings[1];
   EXPECT_NE(warnings[2].find("EMO_TRACE_ITERATIONS='0'"), std::string::npos) << warnings[2];
   EXPECT_NE(warnings[3].find("EMO_TRACE_BUFFER_MIB='12abc'"), std::string::npos) << warnings[3];
-  EXPECT_NE(warnings[4].find("EMO_TRACE_NVTX_REGEX"), std::string::npos) << warnings[4];
+  EXPECT_NE(warnings[4].find("EMO_TRACE_QUIET_MS='-3'"), std::string::npos) << warnings[4];
+  EXPECT_NE(warnings[5].find("EMO_TRACE_NVTX_REGEX"), std::string::npos) << warnings[5];
 }
 
 TEST(InjectConfigTest, OutputPathExpansion) {

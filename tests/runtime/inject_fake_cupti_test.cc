@@ -707,6 +707,81 @@ TEST_F(InjectFakeCuptiTest, AnchorCallTimesIterationsWithLaunchCallbacksOff) {
   EXPECT_LT(std::stoul(meta["launches.seen"]), static_cast<unsigned long>(5 * (n + 1 + 10 + 8)));
 }
 
+// EMO_TRACE_QUIET_MS (bench/gpu/overhead_quiet.sh): once the window is traced and the loop is
+// followed by its sync, the tracer detaches CUPTI at a sync for a phase (quiet), attaches again,
+// finds the loop afresh and, settled again, is engaged for a phase; the phases' marks go to
+// EMO_TRACE_QUIET_LOG in order, and the iterations go on being recorded after each hole.
+TEST_F(InjectFakeCuptiTest, QuietPhasesDetachAtASyncAndAttachAgainAfterEachPhase) {
+  const std::string log = (dir_ / "quiet.txt").string();
+  const ChildResult r = RunChild({{"EMO_TRACE_OUT", Out()},
+                                  {"RANK", "9"},
+                                  {"EMO_TRACE_WARMUP", "2"},
+                                  {"EMO_TRACE_ITERATIONS", "2"},
+                                  {"EMO_TRACE_QUIET_MS", "40"},
+                                  {"EMO_TRACE_QUIET_LOG", log}},
+                                 [](const Hooks& h) {
+                                   Loop loop(h);
+                                   h.create_context(0);
+                                   // Each iteration ends at its sync and takes a real millisecond,
+                                   // so the phases (real time) hold ~40 of them; at most a minute.
+                                   for (int n = 0; n < kWaitMs && h.finalized() < 2; ++n) {
+                                     loop.Iteration();
+                                     h.stream_sync();
+                                     std::this_thread::sleep_for(std::chrono::milliseconds(1));
+                                   }
+                                   if (h.finalized() < 2) std::fprintf(stderr, "TEST: fewer than two quiet phases\n");
+                                   // Into the second quiet phase and out of it again.
+                                   for (int n = 0; n < 200; ++n) {
+                                     loop.Iteration();
+                                     h.stream_sync();
+                                     std::this_thread::sleep_for(std::chrono::milliseconds(1));
+                                   }
+                                 });
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  ExpectQuiet(r.err);
+  EXPECT_EQ(r.err.find("TEST:"), std::string::npos) << r.err;
+  const std::vector<Chunk> chunks = Read("9");
+  ASSERT_FALSE(chunks.empty());
+  auto meta = Meta(chunks);
+  EXPECT_EQ(meta["window.complete"], "1");
+  EXPECT_EQ(meta["quiet.phase_ms"], "40");
+  const uint64_t quiet = std::stoull(meta["quiet.phases"]);
+  EXPECT_GE(quiet, 2u);
+  EXPECT_GE(std::stoull(meta["cupti.detaches"]), 2u);  // counted at each attach again
+  EXPECT_GE(std::stoull(meta["anchor.follows"]), 3u);  // before the first quiet phase and after each
+  // The marks: engaged, detaching, quiet, relearn, repeated in that order, times not decreasing.
+  std::ifstream in(log);
+  const std::vector<std::string> expected{"engaged", "detaching", "quiet", "relearn"};
+  std::string phase;
+  int64_t time = 0;
+  int64_t last = 0;
+  size_t k = 0;
+  size_t quiet_marks = 0;
+  while (in >> phase >> time) {
+    EXPECT_EQ(phase, expected[k % expected.size()]) << k;
+    EXPECT_GE(time, last) << k;
+    quiet_marks += phase == "quiet";
+    last = time;
+    ++k;
+  }
+  EXPECT_EQ(quiet_marks, quiet);
+  EXPECT_GE(k, 8u);
+  // A quiet phase lasts its 40 ms at least: the mark after each quiet one is 40 ms later or more.
+  std::ifstream again(log);
+  std::vector<std::pair<std::string, int64_t>> marks;
+  while (again >> phase >> time) marks.emplace_back(phase, time);
+  for (size_t i = 0; i + 1 < marks.size(); ++i) {
+    if (marks[i].first == "quiet" || marks[i].first == "engaged") {
+      EXPECT_GE(marks[i + 1].second - marks[i].second, 40'000'000) << i;
+    }
+  }
+  // Iterations were recorded after the last attach: the last ones are anchored again or found
+  // by their launch period, and their indices run on without a gap.
+  const auto iterations = Records<fmt::IterationRecord>(chunks, fmt::RecordType::kIteration);
+  ASSERT_GT(iterations.size(), 40u);
+  for (size_t i = 0; i < iterations.size(); ++i) EXPECT_EQ(iterations[i].index, i);
+}
+
 TEST_F(InjectFakeCuptiTest, AnchorOffFollowsEveryLaunch) {
   const ChildResult r = RunChild({{"EMO_TRACE_OUT", Out()}, {"RANK", "6"}, {"EMO_TRACE_MODE", "monitor"},
                                   {"EMO_TRACE_ANCHOR", "0"}},

@@ -43,7 +43,14 @@ inline constexpr IntOption kAnchorOption{
     "1: once the loop is found (and its window traced), follow iterations by NVTX ranges or by one host sync or "
     "copy per iteration, with the per-launch callbacks off; 0: follow every kernel launch to the end"};
 
+inline constexpr IntOption kQuietOption{
+    "EMO_TRACE_QUIET_MS", "ms", 0, 600000, 0,
+    "benchmarks only (bench/gpu/overhead_quiet.sh): once settled after the window, alternate phases of this "
+    "length with CUPTI detached and NVML paused (0: never)"};
+
 inline constexpr const char* kOutputEnv = "EMO_TRACE_OUT";
+// Where the quiet phases' marks go (lines "<phase> <CLOCK_MONOTONIC ns>"), written at the end.
+inline constexpr const char* kQuietLogEnv = "EMO_TRACE_QUIET_LOG";
 inline constexpr const char* kModeEnv = "EMO_TRACE_MODE";
 inline constexpr const char* kNvtxRegexEnv = "EMO_TRACE_NVTX_REGEX";
 inline constexpr const char* kDefaultOutput = "emo_trace_%r.emotrace";
@@ -57,6 +64,8 @@ struct InjectConfig {
   int64_t iterations = kIterationsOption.fallback;
   int64_t buffer_pool_mib = kBufferPoolOption.fallback;
   int64_t anchor = kAnchorOption.fallback;
+  int64_t quiet_ms = kQuietOption.fallback;
+  std::string quiet_log;
   std::string nvtx_regex = kDefaultNvtxRegex;
 };
 
