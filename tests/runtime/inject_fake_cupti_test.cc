@@ -745,6 +745,7 @@ TEST_F(InjectFakeCuptiTest, QuietPhasesDetachAtASyncAndAttachAgainAfterEachPhase
   auto meta = Meta(chunks);
   EXPECT_EQ(meta["window.complete"], "1");
   EXPECT_EQ(meta["quiet.phase_ms"], "40");
+  EXPECT_EQ(meta["window.count"], "1");  // no window on the loops found again after each attach
   const uint64_t quiet = std::stoull(meta["quiet.phases"]);
   EXPECT_GE(quiet, 2u);
   EXPECT_GE(std::stoull(meta["cupti.detaches"]), 2u);  // counted at each attach again
