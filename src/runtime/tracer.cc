@@ -463,7 +463,13 @@ bool Tracer::Start(const InjectConfig& config, std::string* error, Begin begin) 
   }
   if (config_.mode == TraceMode::kTrace) window_.emplace(config_.warmup, config_.iterations, /*pretrace=*/true);
   // Quiet phases measure the tracer of `emo trace`; `emo run`'s follower and a block never settle.
-  if (config_.quiet_ms > 0 && begin_ == Begin::kAtCudaInit && !clock_follower_) quiet_.emplace(config_.quiet_ms * 1'000'000);
+  if (config_.quiet_ms > 0 && begin_ == Begin::kAtCudaInit && !clock_follower_) {
+    quiet_.emplace(config_.quiet_ms * 1'000'000);
+    std::fprintf(stderr,
+                 "emo trace: EMO_TRACE_QUIET_MS=%lld, a benchmark knob: after the window CUPTI is detached and "
+                 "attached again every %lld ms (one run in three aborted so on an H100; docs/runtime.md)\n",
+                 static_cast<long long>(config_.quiet_ms), static_cast<long long>(config_.quiet_ms));
+  }
   const size_t pool = static_cast<size_t>(config_.buffer_pool_mib) << 20;
   if (!writer_.Start(fd, path_, pool, [this](uint32_t context) { return DeviceOfContext(context); })) {
     *error = "cannot write " + path_ + " (" + std::strerror(errno) + ")";
