@@ -121,6 +121,41 @@ TEST(NumbersTest, CalibrateTakesAnEmoTracesOwnMeasurement) {
   EXPECT_NE(refused.out.find("not an EMO trace"), std::string::npos) << refused.out;
 }
 
+// `--time-margin auto` plans at 0, 0.1, 0.25, ... in turn and keeps the first plan that is not
+// fragile: the CPU-bound training loop's plans at 0 and 0.1 are (tests/opt/trace_plan_test.cc),
+// so it lands on the same plan as --time-margin 0.25 and says which margins it passed; a loop
+// whose first plan is not fragile keeps it, as with 0. A margin that is not a fraction from 0 to
+// 4 or "auto" is refused by name.
+TEST(NumbersTest, AnAutoTimeMarginIsTheFirstThatLeavesNoFragilePlan) {
+  const std::string train = EMO_SOURCE_DIR "/data/h200_emo/train_loop.emotrace";
+  const std::string decode = EMO_SOURCE_DIR "/data/h200_emo/decode_loop.emotrace";
+  const auto at0 = EmoJson("optimize " + train + " --device h200", "margin_0");
+  ASSERT_TRUE(at0["plan"]["fragile_time"].get<bool>()) << "the check checks nothing: the plan at 0 is not fragile";
+  const auto fixed = EmoJson("optimize " + train + " --device h200 --time-margin 0.25", "margin_025");
+  const auto autom = EmoJson("optimize " + train + " --device h200 --time-margin auto", "margin_auto");
+  EXPECT_FALSE(autom["plan"]["fragile_time"].get<bool>());
+  EXPECT_DOUBLE_EQ(autom["plan"]["time_margin"].get<double>(), 0.25);
+  EXPECT_EQ(autom["plan"]["time_margin_auto_fragile_at"], nlohmann::json::parse("[0.0, 0.1]"));
+  EXPECT_DOUBLE_EQ(autom["plan"]["energy_j"].get<double>(), fixed["plan"]["energy_j"].get<double>());
+  EXPECT_FALSE(fixed["plan"].contains("time_margin_auto_fragile_at"));
+  const EmoRun text = Emo("optimize " + train + " --device h200 --time-margin auto");
+  EXPECT_NE(text.out.find("time margin: auto, 0.25 (the plans at 0, 0.1 were fragile)"), std::string::npos)
+      << text.out;
+
+  const auto d0 = EmoJson("optimize " + decode + " --device h200", "margin_decode_0");
+  ASSERT_FALSE(d0["plan"]["fragile_time"].get<bool>());
+  const auto dauto = EmoJson("optimize " + decode + " --device h200 --time-margin auto", "margin_decode_auto");
+  EXPECT_DOUBLE_EQ(dauto["plan"]["time_margin"].get<double>(), 0.0);
+  EXPECT_TRUE(dauto["plan"]["time_margin_auto_fragile_at"].empty());
+  EXPECT_DOUBLE_EQ(dauto["plan"]["energy_j"].get<double>(), d0["plan"]["energy_j"].get<double>());
+
+  for (const char* bad : {"x", "-0.1", "4.5", "0.25x"}) {
+    const EmoRun refused = Emo("optimize " + train + " --device h200 --time-margin " + bad);
+    EXPECT_EQ(refused.exit_code, 2) << bad;
+    EXPECT_NE(refused.out.find(std::string("--time-margin '") + bad + "'"), std::string::npos) << refused.out;
+  }
+}
+
 // `emo optimize` on an EMO trace shows the energy NVML measured over the same run beside the
 // model's baseline, with the model's error, and the clock the trace recorded; a Kineto trace has
 // no measurement to show.

@@ -2,6 +2,8 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cstdlib>
+#include <iterator>
 #include <optional>
 
 #include <nlohmann/json.hpp>
@@ -30,7 +32,7 @@ struct OptimizeArgs {
   std::string device;
   std::string devices_dir;
   double max_slowdown = 0.02;
-  double time_margin = 0;
+  std::string time_margin = "0";  // a fraction, or "auto"
   double min_pack_ms = 0;        // 0: 20 switch latencies (below)
   double switch_latency_us = -1;  // -1: the device file's
   std::string solver = "auto";
@@ -38,6 +40,16 @@ struct OptimizeArgs {
   bool allow_device_mismatch = false;
   OverheadFlags overhead;
 };
+
+// --time-margin: a fraction from 0 to 4 (or "auto", handled by the caller).
+Result<double> ParseTimeMargin(const std::string& text) {
+  char* end = nullptr;
+  const double margin = std::strtod(text.c_str(), &end);
+  if (text.empty() || end != text.c_str() + text.size() || !(margin >= 0 && margin <= 4)) {
+    return InvalidArgument(fmt::format("--time-margin '{}': give a fraction from 0 to 4 (0.25: 25 %), or auto", text));
+  }
+  return margin;
+}
 
 int RunOptimize(const OptimizeArgs& args) {
   if (args.solver == "exact" && !opt::HaveExactSolver()) {
@@ -52,7 +64,12 @@ int RunOptimize(const OptimizeArgs& args) {
   options.overhead = std::move(overhead).value();
   opt::TracePlanOptions plan_options;
   plan_options.max_slowdown = args.max_slowdown;
-  plan_options.time_margin = args.time_margin;
+  const bool auto_margin = args.time_margin == "auto";
+  if (!auto_margin) {
+    auto margin = ParseTimeMargin(args.time_margin);
+    if (!margin.ok()) return FailUsage("optimize", margin.status());
+    plan_options.time_margin = *margin;
+  }
   // The minimum pack: as given, else 20 switch latencies (research/gpu-dvfs-and-nvml.md section
   // 3.4: a switch then costs at most ~5 % of a pack's saving), else 10 ms.
   const double latency_us = args.switch_latency_us >= 0 ? args.switch_latency_us : device->switch_latency_us;
@@ -104,14 +121,19 @@ int RunOptimize(const OptimizeArgs& args) {
   }
   std::vector<opt::TracePlan> plans;
   std::optional<opt::JobPlan> job_plan;
-  {
+  std::vector<double> fragile_margins;  // --time-margin auto
+  for (const double margin : opt::kAutoTimeMargins) {
+    if (auto_margin) plan_options.time_margin = margin;
     Progress line;
     auto progress = [&](size_t i, double target, bool with_peers) {
-      line.Say(fmt::format("emo optimize: planning {} ({} of {}{})", analyses[i].trace->meta.source_path, i + 1,
+      line.Say(fmt::format("emo optimize: planning {} ({} of {}{}{})", analyses[i].trace->meta.source_path, i + 1,
                            analyses.size(),
                            with_peers ? fmt::format(", timed with its job's other ranks, target +{:.2f} %", 100.0 * target)
-                                      : ""));
+                                      : "",
+                           auto_margin ? fmt::format(", time margin {:g}", margin) : ""));
     };
+    plans.clear();
+    job_plan.reset();
     if (job) {
       auto jp = opt::PlanJob(*job, ranks, *device, plan_options, args.per_rank, progress);
       if (!jp.ok()) return Fail("optimize", jp.status());
@@ -124,6 +146,16 @@ int RunOptimize(const OptimizeArgs& args) {
         if (!plan.ok()) return Fail("optimize", plan.status());
         plans.push_back(std::move(plan).value());
       }
+    }
+    // Auto: a larger margin only while some plan is fragile.
+    const bool fragile = std::any_of(plans.begin(), plans.end(), [](const auto& p) { return opt::FragileTime(p); });
+    if (!auto_margin || !fragile || margin == std::end(opt::kAutoTimeMargins)[-1]) break;
+    fragile_margins.push_back(margin);
+  }
+  if (auto_margin) {
+    for (auto& p : plans) {
+      p.auto_margin = true;
+      p.fragile_margins = fragile_margins;
     }
   }
   std::vector<opt::PlannedTrace> planned;
@@ -185,10 +217,12 @@ void SetupOptimize(CLI::App& app, int& exit_code) {
       ->check(Fraction());
   cmd->add_option("--time-margin", args->time_margin,
                   "Plan so that the latency target also holds if every op's extra time at its planned clock is\n"
-                  "this fraction larger than the device model says (0.25: 25 % larger); the figures reported are\n"
-                  "the model's own. 0: the target holds for the model's times exactly, and a plan may sit where\n"
-                  "the iteration's slack runs out (see the sensitivity line and the fragile-plan warning)")
-      ->check(CLI::Range(0.0, 4.0));
+                  "this fraction larger than the device model says (0.25: 25 % larger, 0 to 4); the figures\n"
+                  "reported are the model's own. 0: the target holds for the model's times exactly, and a plan\n"
+                  "may sit where the iteration's slack runs out (see the sensitivity line and the fragile-plan\n"
+                  "warning). auto: plan at 0, 0.1, 0.25, 0.5, 1 in turn and keep the first plan that is not\n"
+                  "fragile (every rank's, for a job)")
+      ->default_str("0");
   cmd->add_option("--min-pack-ms", args->min_pack_ms,
                   "Minimum pack length (ms) (default: 20 clock-switch latencies, from --switch-latency-us or the\n"
                   "device file; the H200's is not measured: 500 us is an assumption, so 10 ms)")

@@ -170,6 +170,10 @@ struct TracePlan {
   };
   std::vector<Sensitivity> sensitivity;
   double time_margin = 0;            // TracePlanOptions::time_margin the plan was made with
+  // `emo optimize --time-margin auto`: the smaller margins of kAutoTimeMargins planned first,
+  // whose plans were fragile (FragileTime); empty when the margin was given.
+  bool auto_margin = false;
+  std::vector<double> fragile_margins;
   bool joint = false;                // timed as a rank of its job (TracePlanOptions::joint_*)
   std::string plan_from;             // which start the final plan descended from
   double solve_ms = 0;
@@ -193,6 +197,11 @@ inline constexpr double kSensitivityFactors[] = {1.1, 1.25, 1.5};
 inline constexpr double kFragileFactor = 1.25;
 inline constexpr double kFragileExcessPct = 1.0;
 const TracePlan::Sensitivity* FragileTime(const TracePlan& plan);
+// `emo optimize --time-margin auto` plans with each of these in turn and keeps the first plan
+// that is not fragile (the last when every one is): on the H200 the training loop's fragile plans
+// missed `emulate`'s measured step by up to 8 points, its plans at 0.25 by at most 4.5
+// (BENCHMARKS.md, "`emulate` on an H200 again", "The paired reading on an H100").
+inline constexpr double kAutoTimeMargins[] = {0.0, 0.1, 0.25, 0.5, 1.0};
 // What a fragile plan's warning says (the plan report's and the policy's).
 std::string FragileTimeWarning(const TracePlan& plan, const TracePlan::Sensitivity& fragile);
 
