@@ -40,12 +40,9 @@
 #   RUN_TIMEOUT=150    seconds per run;  WORK  scratch folder (default a new one under /tmp)
 set -uo pipefail
 
-: "${EMO:?set EMO to the emo binary}"
-: "${OUT:?set OUT to the output folder}"
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
-PY="${PY:-/opt/torch/.venv/bin/python}"
-[[ -x "$PY" ]] || PY="$(command -v python3)"
-SPY="${SPY:-$(command -v python3 || echo "$PY")}"  # runs the summary (standard library only)
+# shellcheck source=bench_env.sh
+source "$here/bench_env.sh"
 ROUNDS="${ROUNDS:-5}"
 BUDGET_S="${BUDGET_S:-330}"
 WORKLOADS="${WORKLOADS:-train decode streams}"

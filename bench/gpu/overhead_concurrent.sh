@@ -37,12 +37,9 @@
 # overhead_concurrent_summary.py), concurrent.log, and emo's JSON of each traced run in emo.tar.gz.
 set -uo pipefail
 
-: "${EMO:?set EMO to the emo binary}"
-: "${OUT:?set OUT to the output folder}"
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
-PY="${PY:-/opt/torch/.venv/bin/python}"
-[[ -x "$PY" ]] || PY="$(command -v python3)"
-SPY="${SPY:-$(command -v python3 || echo "$PY")}"
+# shellcheck source=bench_env.sh
+source "$here/bench_env.sh"
 ROUNDS="${ROUNDS:-15}"
 BUDGET_S="${BUDGET_S:-540}"
 TRAIN_ARGS="${TRAIN_ARGS:---steps 1500 --warmup 30}"
@@ -131,18 +128,7 @@ if [[ "$SOLO" == 1 ]]; then
   say "solo plain: rc $(cat "$work/solo.rc")"
 fi
 if [[ -n "${SPIN_PCT:-}" ]]; then  # the spin sized to a share of the solo step
-  SPIN_US=$("$SPY" - "$rows" "$SPIN_PCT" "$here" <<'PY'
-import json, sys
-sys.path.insert(0, sys.argv[3])
-from overhead_concurrent_summary import solo_median_ms
-for line in open(sys.argv[1]):
-    row = json.loads(line)
-    ms = solo_median_ms(row.get("program")) if row.get("kind") == "solo" else None
-    if ms:
-        print(round(float(sys.argv[2]) / 100 * 1e3 * ms))
-        break
-PY
-)
+  SPIN_US=$(spin_us_of_first_run "$rows" "$SPIN_PCT")  # the solo run is the first line
   [[ -n "$SPIN_US" ]] || { say "SPIN_PCT needs the solo run (SOLO=1), which gave no steps"; exit 1; }
   say "spin: ${SPIN_PCT} % of the solo step = ${SPIN_US} us per step"
 fi

@@ -24,12 +24,9 @@
 # Writes $OUT/quiet/runs.jsonl (one line per run, with its phase marks), summary.json, quiet.log.
 set -uo pipefail
 
-: "${EMO:?set EMO to the emo binary}"
-: "${OUT:?set OUT to the output folder}"
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
-PY="${PY:-/opt/torch/.venv/bin/python}"
-[[ -x "$PY" ]] || PY="$(command -v python3)"
-SPY="${SPY:-$(command -v python3 || echo "$PY")}"
+# shellcheck source=bench_env.sh
+source "$here/bench_env.sh"
 ROUNDS="${ROUNDS:-4}"
 BUDGET_S="${BUDGET_S:-540}"
 PHASE_MS="${PHASE_MS:-1000}"
@@ -99,17 +96,7 @@ PY
 t0=$(date +%s)
 run_one plain solo
 record 0 plain solo
-SPIN_US=$("$SPY" - "$rows" "$SPIN_PCT" "$here" <<'PY'
-import json, sys
-sys.path.insert(0, sys.argv[3])
-from overhead_concurrent_summary import solo_median_ms
-for line in open(sys.argv[1]):
-    ms = solo_median_ms(json.loads(line).get("program"))
-    if ms:
-        print(round(float(sys.argv[2]) / 100 * 1e3 * ms))
-        break
-PY
-)
+SPIN_US=$(spin_us_of_first_run "$rows" "$SPIN_PCT")
 [[ -n "$SPIN_US" ]] || { say "the first plain run gave no steps: $(tail -c 400 "$work/solo.err")"; exit 1; }
 say "solo plain: rc $(cat "$work/solo.rc"); spin ${SPIN_PCT} % of its median step = ${SPIN_US} us"
 run_s=0

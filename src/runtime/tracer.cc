@@ -467,7 +467,7 @@ bool Tracer::Start(const InjectConfig& config, std::string* error, Begin begin) 
     quiet_.emplace(config_.quiet_ms * 1'000'000);
     std::fprintf(stderr,
                  "emo trace: EMO_TRACE_QUIET_MS=%lld, a benchmark knob: after the window CUPTI is detached and "
-                 "attached again every %lld ms (one run in three aborted so on an H100; docs/runtime.md)\n",
+                 "attached again every %lld ms (on an H100 one run in three aborted during these cycles; docs/runtime.md)\n",
                  static_cast<long long>(config_.quiet_ms), static_cast<long long>(config_.quiet_ms));
   }
   const size_t pool = static_cast<size_t>(config_.buffer_pool_mib) << 20;

@@ -100,3 +100,51 @@ def test_failed_runs_and_runs_without_marks_are_dropped_with_the_reason(tmp_path
     dropped = [r["dropped"] for r in out["runs"] if "dropped" in r]
     assert dropped == ["rc 124, no steps with their starts", "no phase marks"]
     assert out["modes"]["emo"]["runs"] == 1
+
+
+def test_the_script_runs_each_mode_and_summarizes_with_stand_ins(tmp_path):
+    """overhead_quiet.sh end to end with a stand-in loop (PY: 300 steps of 10 ms, +2 % in the
+    phases it is told to spin in or, under the stand-in emo, in emo's engaged phases) and a
+    stand-in emo (`trace ... -- CMD`: runs CMD with phase marks of 300 ms it writes to
+    EMO_TRACE_QUIET_LOG): the sizing run, every mode of CYCLE, and the summary's reading of each."""
+    loop = tmp_path / "loop.py"
+    loop.write_text('''import json, os, sys
+a = sys.argv[1:]
+spin = float(a[a.index("--host-spin-us") + 1]) if "--host-spin-us" in a else 0.0
+phase = float(a[a.index("--spin-phase-ms") + 1]) if "--spin-phase-ms" in a else 0.0
+quiet = os.environ.get("EMO_TRACE_QUIET_MS")
+t0, starts, steps, marks = 100.0, [], [], []
+for i in range(300):
+    t = t0 + i * 0.0102
+    k = int((t - t0) * 1e3 // 300)
+    engaged = k % 2 == 0
+    ms = 10.0 + (spin * 1e-3 if phase and engaged else 0) + (0.2 if quiet and engaged else 0)
+    starts.append(t)
+    steps.append(ms)
+for k in range(11):
+    marks.append(["engaged" if k % 2 == 0 else "quiet", round((t0 + k * 0.3) * 1e9)])
+out = {"median_step_ms": 10.0, "warmup_steps": 0, "step_start_s": starts, "step_ms": steps, "host_spin_us": spin}
+if phase:
+    out["phase_marks"] = marks
+if quiet:
+    open(os.environ["EMO_TRACE_QUIET_LOG"], "w").write("".join(f"{p} {t}\\n" for p, t in marks))
+print(json.dumps(out))
+''')
+    py = tmp_path / "py"
+    py.write_text(f"#!/bin/bash\nexec /usr/bin/python3 {loop} \"$@\"\n")
+    py.chmod(0o755)
+    emo = tmp_path / "emo"
+    emo.write_text("#!/bin/bash\nwhile [[ $1 != -- ]]; do shift; done\nshift\nexec \"$@\"\n")
+    emo.chmod(0o755)
+    env = dict(os.environ, EMO=str(emo), OUT=str(tmp_path / "out"), PY=str(py), SPY="/usr/bin/python3",
+               ROUNDS="1", PATH="/usr/bin:/bin")
+    r = subprocess.run(["bash", os.path.join(SRC, "bench", "gpu", "overhead_quiet.sh")], env=env,
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert "spin 2 % of its median step = 200 us" in r.stderr, r.stderr
+    rows = [json.loads(line) for line in (tmp_path / "out" / "quiet" / "runs.jsonl").read_text().splitlines()]
+    assert [row["mode"] for row in rows] == ["plain", "emo", "spin", "emo", "null"]
+    modes = json.loads((tmp_path / "out" / "quiet" / "summary.json").read_text())["modes"]
+    assert modes["emo"]["segments"]["geometric_mean"] == pytest.approx(1.02, abs=1e-6)
+    assert modes["spin"]["shown_over_known"] == pytest.approx(1.0, abs=1e-6)
+    assert modes["null"]["segments"]["geometric_mean"] == pytest.approx(1.0, abs=1e-9)
