@@ -19,7 +19,8 @@
 # Loops: train, decode, streams, bigtrain (bench/gpu/loops.sh). MARGINS="0 0.25" also plans each
 # target with `--time-margin 0.25` (policies and summary keys S and Sm0.25): does a plan made to
 # hold with 25 % more extra time than the model gives stay within its prediction where the
-# plain one (flagged fragile: `fragile_time` in the summary) does not?
+# plain one (flagged fragile: `fragile_time` in the summary) does not? A margin of `auto` plans
+# with `--time-margin auto` (the smallest margin whose plan is not fragile; key Smauto).
 #
 #   EMO=build/device/bin/emo OUT=o [ROUNDS=3] [LOOPS="train decode streams"] [AB_LOOPS=streams] \
 #     [SLOWDOWNS="0.02 0.10"] [MARGINS=0] bash bench/gpu/emulate.sh
