@@ -748,8 +748,6 @@ TEST_F(InjectFakeCuptiTest, QuietPhasesDetachAtASyncAndAttachAgainAfterEachPhase
   EXPECT_EQ(meta["window.count"], "1");  // no window on the loops found again after each attach
   const uint64_t quiet = std::stoull(meta["quiet.phases"]);
   EXPECT_GE(quiet, 2u);
-  EXPECT_GE(std::stoull(meta["cupti.detaches"]), 2u);  // counted at each attach again
-  EXPECT_GE(std::stoull(meta["anchor.follows"]), 3u);  // before the first quiet phase and after each
   // The marks: engaged, detaching, quiet, relearn, repeated in that order, times not decreasing.
   std::ifstream in(log);
   const std::vector<std::string> expected{"engaged", "detaching", "quiet", "relearn"};
@@ -766,16 +764,24 @@ TEST_F(InjectFakeCuptiTest, QuietPhasesDetachAtASyncAndAttachAgainAfterEachPhase
     ++k;
   }
   EXPECT_EQ(quiet_marks, quiet);
-  EXPECT_GE(k, 8u);
+  EXPECT_GE(k, 7u);  // engaged, detaching, quiet, relearn, engaged, detaching, quiet at least
   // A quiet phase lasts its 40 ms at least: the mark after each quiet one is 40 ms later or more.
   std::ifstream again(log);
   std::vector<std::pair<std::string, int64_t>> marks;
   while (again >> phase >> time) marks.emplace_back(phase, time);
-  for (size_t i = 0; i + 1 < marks.size(); ++i) {
-    if (marks[i].first == "quiet" || marks[i].first == "engaged") {
+  size_t engaged = 0;
+  size_t relearn = 0;
+  for (size_t i = 0; i < marks.size(); ++i) {
+    engaged += marks[i].first == "engaged";
+    relearn += marks[i].first == "relearn";
+    if (i + 1 < marks.size() && (marks[i].first == "quiet" || marks[i].first == "engaged")) {
       EXPECT_GE(marks[i + 1].second - marks[i].second, 40'000'000) << i;
     }
   }
+  // Each attach again is counted (cupti.detaches) and each engaged phase began once the loop was
+  // followed by its anchor again (however far the last relearning got before the exit).
+  EXPECT_EQ(std::stoull(meta["cupti.detaches"]), relearn);
+  EXPECT_GE(std::stoull(meta["anchor.follows"]), engaged);
   // Iterations were recorded after the last attach: the last ones are anchored again or found
   // by their launch period, and their indices run on without a gap.
   const auto iterations = Records<fmt::IterationRecord>(chunks, fmt::RecordType::kIteration);
