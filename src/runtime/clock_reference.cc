@@ -3,6 +3,10 @@
 #include <cupti.h>
 #include <time.h>
 
+#include <atomic>
+#include <chrono>
+#include <thread>
+
 namespace emo::runtime {
 namespace {
 
@@ -12,14 +16,67 @@ int64_t Ns(clockid_t clock) {
   return static_cast<int64_t>(ts.tv_sec) * 1'000'000'000 + ts.tv_nsec;
 }
 
+// The gate (BeginCuptiDetach). Sequentially consistent on both sides: a caller counts itself in,
+// then looks at the state; the detaching thread sets the state, then waits for the count.
+enum class GateState { kOpen, kDetaching, kDetached };
+std::atomic<GateState> g_gate{GateState::kOpen};
+std::atomic<int> g_in_flight{0};
+// CUPTI's clock minus CLOCK_MONOTONIC, read as the last detach began.
+std::atomic<int64_t> g_monotonic_to_cupti{0};
+
+int64_t ReadCuptiClock() {
+  uint64_t t = 0;
+  return cuptiGetTimestamp(&t) == CUPTI_SUCCESS ? static_cast<int64_t>(t) : 0;
+}
+
 }  // namespace
 
 int64_t MonotonicNow() { return Ns(CLOCK_MONOTONIC); }
 
 int64_t CuptiNow() {
-  uint64_t t = 0;
-  return cuptiGetTimestamp(&t) == CUPTI_SUCCESS ? static_cast<int64_t>(t) : 0;
+  if (g_gate.load() == GateState::kOpen) {
+    g_in_flight.fetch_add(1);
+    if (g_gate.load() == GateState::kOpen) {
+      const int64_t t = ReadCuptiClock();
+      g_in_flight.fetch_sub(1);
+      return t;
+    }
+    g_in_flight.fetch_sub(1);
+  }
+  return MonotonicNow() + g_monotonic_to_cupti.load(std::memory_order_relaxed);
 }
+
+bool BeginCuptiDetach(int64_t patience_ns) {
+  // Read while the gate is open: this thread's own call, none in flight for it to wait on.
+  const int64_t cupti = ReadCuptiClock();
+  const int64_t monotonic = MonotonicNow();
+  if (cupti != 0) g_monotonic_to_cupti.store(cupti - monotonic, std::memory_order_relaxed);
+  g_gate.store(GateState::kDetaching);
+  const int64_t give_up_at = monotonic + patience_ns;
+  while (g_in_flight.load() != 0) {
+    if (MonotonicNow() > give_up_at) {
+      g_gate.store(GateState::kOpen);
+      return false;
+    }
+    std::this_thread::yield();
+  }
+  return true;
+}
+
+void EndCuptiDetach() { g_gate.store(GateState::kDetached); }
+
+void CuptiAttaching() { g_gate.store(GateState::kOpen); }
+
+CuptiUse::CuptiUse() {
+  while (true) {
+    g_in_flight.fetch_add(1);
+    if (g_gate.load() != GateState::kDetaching) return;
+    g_in_flight.fetch_sub(1);
+    std::this_thread::sleep_for(std::chrono::microseconds(100));
+  }
+}
+
+CuptiUse::~CuptiUse() { g_in_flight.fetch_sub(1); }
 
 ClockReference ReadClockReference() {
   ClockReference best;

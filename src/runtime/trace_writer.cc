@@ -10,6 +10,7 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "clock_reference.h"
 #include "cupti_check.h"
 #include "thread_name.h"
 
@@ -228,8 +229,7 @@ void TraceWriter::Run() {
     const uint64_t refused = buffers_refused_.load(std::memory_order_relaxed);
     if (refused > refused_reported_) {
       fmt::DroppedRecord d{};
-      uint64_t now = 0;
-      if (cuptiGetTimestamp(&now) == CUPTI_SUCCESS) d.time_ns = static_cast<int64_t>(now);
+      d.time_ns = CuptiNow();
       d.dropped = refused - refused_reported_;
       d.context = 0xffffffffu;
       d.stream = 0xffffffffu;
@@ -282,6 +282,7 @@ void TraceWriter::Handle(Item& item, Names* names) {
 
 void TraceWriter::DecodeBuffer(uint8_t* buffer, size_t valid, Names* names) {
   if (valid == 0) return;
+  const CuptiUse use;  // never beside a detach (cuptiFinalize)
   CUpti_Activity* record = nullptr;
   DecodedRecord out;
   while (true) {

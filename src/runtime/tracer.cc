@@ -24,6 +24,11 @@
 namespace emo::runtime {
 namespace {
 
+// How long a detach waits for the CUPTI calls of the library's other threads in flight
+// (BeginCuptiDetach): clock reads take microseconds, the writer's decoding of one buffer a few
+// milliseconds.
+constexpr int64_t kDetachPatienceNs = 50'000'000;
+
 // Kernel and graph launches: the sequence the period finder reads. Runtime launches need the
 // exit callback too, to tell the driver launch a runtime call makes from one the program makes.
 constexpr CUpti_CallbackId kRuntimeLaunches[] = {
@@ -425,6 +430,7 @@ bool Tracer::Start(const InjectConfig& config, std::string* error, Begin begin) 
   launch_generation_.store(session_ << 16, std::memory_order_relaxed);
   attach_generation_.store(session_ << 16, std::memory_order_relaxed);
   pid_ = static_cast<int>(getpid());
+  CuptiAttaching();  // after an earlier block's detach
   clock_ = ReadClockReference();
   driver_.Load();
   // The pattern compiled when the configuration was read; compile errors cannot reach here.
@@ -924,7 +930,10 @@ void Tracer::Shutdown(const char* reason) {
   // a block that traced since CUPTI was last attached detaches it, so the program's steps after
   // the block run as before it. NVIDIA advises detaching at the exit of a CUDA call; here it is
   // the thread leaving the block, between its CUDA calls. The next CUPTI call attaches again.
-  if (traced_since_attach_.load()) EMO_CUPTI_OK(cuptiFinalize());
+  if (traced_since_attach_.load() && BeginCuptiDetach(kDetachPatienceNs)) {
+    EMO_CUPTI_OK(cuptiFinalize());
+    EndCuptiDetach();
+  }
 }
 
 // Measured on the H200 (CUDA 13.0; bench/gpu/cupti_attach_probe.cu, BENCHMARKS.md "emo.trace"):
@@ -946,9 +955,17 @@ void Tracer::DetachAtApiExit() {
   // return. Busy (the control thread's turn, another thread detaching): a later exit tries again.
   std::unique_lock<std::mutex> lock(detach_mutex_, std::try_to_lock);
   if (!lock.owns_lock()) return;
-  if (detach_requested_.exchange(kDetachNone, std::memory_order_acq_rel) == kDetachNone) return;  // another did
+  const int when = detach_requested_.exchange(kDetachNone, std::memory_order_acq_rel);
+  if (when == kDetachNone) return;  // another did
   EMO_CUPTI_OK(cuptiActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED));
+  // The library's other threads (NVML's, the writer's, the program's other callbacks) make no
+  // CUPTI call while it goes, nor after it until Reattach.
+  if (!BeginCuptiDetach(kDetachPatienceNs)) {
+    detach_requested_.store(when, std::memory_order_release);  // a later exit tries again
+    return;
+  }
   EMO_CUPTI_OK(cuptiFinalize());
+  EndCuptiDetach();
   traced_since_attach_.store(false, std::memory_order_release);
   detached_at_monotonic_ns_.store(MonotonicNow(), std::memory_order_relaxed);
   detached_.store(true, std::memory_order_release);
@@ -975,6 +992,7 @@ void Tracer::Reattach() {
   nvtx_started_ = false;
   attach_generation_.fetch_add(1, std::memory_order_relaxed);
   launch_generation_.fetch_add(1, std::memory_order_relaxed);
+  CuptiAttaching();
   std::string why;
   if (!Subscribe(&why) || !EnableCallbacks(&why)) {
     // Nothing is followed from here: the trace ends with the iterations before the detach.

@@ -9,6 +9,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <cstdlib>
 #include <cstring>
 #include <deque>
 #include <map>
@@ -43,6 +44,20 @@ Fake& State() {
 }
 
 std::atomic<int64_t> g_time{1'000'000'000};
+
+// CUPTI calls the library must not make (FakeCuptiStrayCalls): one from another thread while
+// cuptiFinalize runs (pytorch/kineto#686: it races with them), and any but a subscription between
+// a finalize and the next subscription (it would attach CUPTI again, lazily). FAKE_CUPTI_FINALIZE_MS
+// makes the finalize last that long, so a thread that ticks on its own (NVML's) meets it.
+std::atomic<bool> g_finalizing{false};
+std::atomic<bool> g_detached{false};
+std::atomic<int> g_calls_during_finalize{0};
+std::atomic<int> g_calls_while_detached{0};
+
+void Called() {
+  if (g_finalizing.load()) g_calls_during_finalize.fetch_add(1);
+  if (g_detached.load()) g_calls_while_detached.fetch_add(1);
+}
 
 size_t RecordSize(CUpti_ActivityKind kind) {
   switch (kind) {
@@ -99,6 +114,7 @@ void Nvtx(uint32_t cbid, const char* name, const void* params, const void* resul
 extern "C" {
 
 CUptiResult CUPTIAPI cuptiGetVersion(uint32_t* version) {
+  Called();
   *version = CUPTI_API_VERSION;
   return CUPTI_SUCCESS;
 }
@@ -109,12 +125,15 @@ CUptiResult CUPTIAPI cuptiGetResultString(CUptiResult result, const char** str) 
 }
 
 CUptiResult CUPTIAPI cuptiGetTimestamp(uint64_t* timestamp) {
+  Called();
   *timestamp = static_cast<uint64_t>(g_time.load());
   return CUPTI_SUCCESS;
 }
 
 CUptiResult CUPTIAPI cuptiSubscribe_v2(CUpti_SubscriberHandle* subscriber, CUpti_CallbackFunc callback, void* userdata,
                                        CUpti_SubscriberParams* /*params*/) {
+  if (g_finalizing.load()) g_calls_during_finalize.fetch_add(1);
+  g_detached.store(false);
   Fake& f = State();
   std::lock_guard<std::mutex> lock(f.mutex);
   if (f.subscribed) return CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED;
@@ -126,6 +145,7 @@ CUptiResult CUPTIAPI cuptiSubscribe_v2(CUpti_SubscriberHandle* subscriber, CUpti
 }
 
 CUptiResult CUPTIAPI cuptiUnsubscribe(CUpti_SubscriberHandle /*subscriber*/) {
+  Called();
   Fake& f = State();
   std::lock_guard<std::mutex> lock(f.mutex);
   f.subscribed = false;
@@ -137,8 +157,15 @@ CUptiResult CUPTIAPI cuptiUnsubscribe(CUpti_SubscriberHandle /*subscriber*/) {
 // (FakeCuptiFinalized); the next call attaches again, as CUPTI's lazy initialization does.
 int g_finalized = 0;
 CUptiResult CUPTIAPI cuptiFinalize() {
+  Called();
+  g_finalizing.store(true);
+  if (const char* ms = std::getenv("FAKE_CUPTI_FINALIZE_MS"); ms != nullptr) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(std::atoi(ms)));
+  }
   Fake& f = State();
   std::lock_guard<std::mutex> lock(f.mutex);
+  g_detached.store(true);
+  g_finalizing.store(false);
   for (auto& kind : f.kinds) kind = false;
   f.subscribed = false;
   f.callbacks.clear();
@@ -152,6 +179,7 @@ CUptiResult CUPTIAPI cuptiFinalize() {
 
 CUptiResult CUPTIAPI cuptiEnableCallback(uint32_t enable, CUpti_SubscriberHandle /*subscriber*/,
                                          CUpti_CallbackDomain domain, CUpti_CallbackId cbid) {
+  Called();
   Fake& f = State();
   std::lock_guard<std::mutex> lock(f.mutex);
   if (enable) {
@@ -163,6 +191,7 @@ CUptiResult CUPTIAPI cuptiEnableCallback(uint32_t enable, CUpti_SubscriberHandle
 }
 
 CUptiResult CUPTIAPI cuptiGetCallbackName(CUpti_CallbackDomain domain, uint32_t cbid, const char** name) {
+  Called();
   if (domain == CUPTI_CB_DOMAIN_RUNTIME_API && cbid == CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_v7000) {
     *name = "cudaLaunchKernel_v7000";
     return CUPTI_SUCCESS;
@@ -175,17 +204,20 @@ CUptiResult CUPTIAPI cuptiGetCallbackName(CUpti_CallbackDomain domain, uint32_t 
 }
 
 CUptiResult CUPTIAPI cuptiGetContextId(CUcontext context, uint32_t* id) {
+  Called();
   *id = static_cast<uint32_t>(reinterpret_cast<uintptr_t>(context) - 0x1000 + 1);
   return CUPTI_SUCCESS;
 }
 
 CUptiResult CUPTIAPI cuptiGetDeviceId(CUcontext context, uint32_t* device) {
+  Called();
   *device = static_cast<uint32_t>(reinterpret_cast<uintptr_t>(context) - 0x1000);
   return CUPTI_SUCCESS;
 }
 
 CUptiResult CUPTIAPI cuptiActivityRegisterCallbacks(CUpti_BuffersCallbackRequestFunc requested,
                                                     CUpti_BuffersCallbackCompleteFunc completed) {
+  Called();
   Fake& f = State();
   std::lock_guard<std::mutex> lock(f.mutex);
   f.requested = requested;
@@ -194,27 +226,38 @@ CUptiResult CUPTIAPI cuptiActivityRegisterCallbacks(CUpti_BuffersCallbackRequest
 }
 
 CUptiResult CUPTIAPI cuptiActivityEnable(CUpti_ActivityKind kind) {
+  Called();
   State().kinds[kind & 63] = true;
   return CUPTI_SUCCESS;
 }
 
 CUptiResult CUPTIAPI cuptiActivityDisable(CUpti_ActivityKind kind) {
+  Called();
   State().kinds[kind & 63] = false;
   return CUPTI_SUCCESS;
 }
 
 CUptiResult CUPTIAPI cuptiActivityEnableRuntimeApi(CUpti_CallbackId /*cbid*/, uint8_t /*enable*/) {
+  Called();
   return CUPTI_SUCCESS;
 }
 CUptiResult CUPTIAPI cuptiActivityEnableDriverApi(CUpti_CallbackId /*cbid*/, uint8_t /*enable*/) {
+  Called();
   return CUPTI_SUCCESS;
 }
-CUptiResult CUPTIAPI cuptiActivityEnableCudaEventDeviceTimestamps(uint8_t /*enable*/) { return CUPTI_SUCCESS; }
-CUptiResult CUPTIAPI cuptiActivityEnableAllSyncRecords(uint8_t /*enable*/) { return CUPTI_SUCCESS; }
+CUptiResult CUPTIAPI cuptiActivityEnableCudaEventDeviceTimestamps(uint8_t /*enable*/) {
+  Called();
+  return CUPTI_SUCCESS;
+}
+CUptiResult CUPTIAPI cuptiActivityEnableAllSyncRecords(uint8_t /*enable*/) {
+  Called();
+  return CUPTI_SUCCESS;
+}
 
 // A buffer is handed back when it is full (Append) or by a forced flush; an unforced one hands
 // back complete buffers only, and the one being filled is not.
 CUptiResult CUPTIAPI cuptiActivityFlushAll(uint32_t flag) {
+  Called();
   Fake& f = State();
   std::lock_guard<std::mutex> lock(f.mutex);
   if ((flag & CUPTI_ACTIVITY_FLAG_FLUSH_FORCED) != 0 && f.buffer != nullptr && f.completed != nullptr) {
@@ -226,6 +269,7 @@ CUptiResult CUPTIAPI cuptiActivityFlushAll(uint32_t flag) {
 }
 
 CUptiResult CUPTIAPI cuptiActivityGetNumDroppedRecords(CUcontext /*context*/, uint32_t /*stream*/, size_t* dropped) {
+  Called();
   Fake& f = State();
   // Called from the completion callback, with the mutex held by the flush or append.
   *dropped = f.dropped;
@@ -234,6 +278,7 @@ CUptiResult CUPTIAPI cuptiActivityGetNumDroppedRecords(CUcontext /*context*/, ui
 }
 
 CUptiResult CUPTIAPI cuptiActivityGetNextRecord(uint8_t* buffer, size_t valid, CUpti_Activity** record) {
+  Called();
   uint8_t* next = buffer;
   if (*record != nullptr) {
     next = reinterpret_cast<uint8_t*>(*record) + RecordSize((*record)->kind);
@@ -251,6 +296,12 @@ __attribute__((visibility("default"))) void FakeCuptiSetTime(int64_t ns) { g_tim
 __attribute__((visibility("default"))) int FakeCuptiFinalized() {
   std::lock_guard<std::mutex> lock(State().mutex);
   return g_finalized;
+}
+
+// The CUPTI calls made while cuptiFinalize ran (`during` != 0) or between a finalize and the next
+// subscription (`during` == 0).
+__attribute__((visibility("default"))) int FakeCuptiStrayCalls(int during) {
+  return during != 0 ? g_calls_during_finalize.load() : g_calls_while_detached.load();
 }
 
 // A context on CUDA device `device` is created.
