@@ -135,6 +135,14 @@ CLI::Validator InRange(double lo, double hi) {
   return FiniteWhere([lo, hi](double v) { return v >= lo && v <= hi; }, "in " + range, "a number in " + range);
 }
 
+CLI::Validator InRangeOr(double lo, double hi, const std::string& word) {
+  const std::string range = fmt::format("[{:g}, {:g}]", lo, hi);
+  const CLI::Validator number =
+      FiniteWhere([lo, hi](double v) { return v >= lo && v <= hi; }, "", "a number in " + range + " or " + word);
+  return CLI::Validator([number, word](std::string& input) { return input == word ? std::string() : number(input); },
+                        "in " + range + " or " + word);
+}
+
 CLI::Validator Fraction() {
   return FiniteWhere([](double v) { return v >= 0 && v <= 1; }, "in [0, 1]", "a fraction in [0, 1] (0.02 = 2 %)");
 }

@@ -31,6 +31,7 @@ CLI::Validator NonNegative();                   // >= 0
 CLI::Validator InRange(double lo, double hi);   // lo <= x <= hi
 CLI::Validator AtLeast(int64_t lo);             // an integer >= lo
 CLI::Validator Fraction();                      // a fraction in [0, 1] (0.02 = 2 %)
+CLI::Validator InRangeOr(double lo, double hi, const std::string& word);  // lo <= x <= hi, or `word`
 
 // Adds a check that runs once `cmd`'s flags are parsed, before the command does any work: it
 // throws CLI::ValidationError to refuse a combination of flags as a usage error (CLI11's

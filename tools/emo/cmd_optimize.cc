@@ -41,16 +41,6 @@ struct OptimizeArgs {
   OverheadFlags overhead;
 };
 
-// --time-margin: a fraction from 0 to 4 (or "auto", handled by the caller).
-Result<double> ParseTimeMargin(const std::string& text) {
-  char* end = nullptr;
-  const double margin = std::strtod(text.c_str(), &end);
-  if (text.empty() || end != text.c_str() + text.size() || !(margin >= 0 && margin <= 4)) {
-    return InvalidArgument(fmt::format("--time-margin '{}': give a fraction from 0 to 4 (0.25: 25 %), or auto", text));
-  }
-  return margin;
-}
-
 int RunOptimize(const OptimizeArgs& args) {
   if (args.solver == "exact" && !opt::HaveExactSolver()) {
     return Fail("optimize", Unsupported("--solver exact: this EMO was built without COIN-OR CBC"));
@@ -65,11 +55,7 @@ int RunOptimize(const OptimizeArgs& args) {
   opt::TracePlanOptions plan_options;
   plan_options.max_slowdown = args.max_slowdown;
   const bool auto_margin = args.time_margin == "auto";
-  if (!auto_margin) {
-    auto margin = ParseTimeMargin(args.time_margin);
-    if (!margin.ok()) return FailUsage("optimize", margin.status());
-    plan_options.time_margin = *margin;
-  }
+  if (!auto_margin) plan_options.time_margin = std::stod(args.time_margin);  // checked by the option
   // The minimum pack: as given, else 20 switch latencies (research/gpu-dvfs-and-nvml.md section
   // 3.4: a switch then costs at most ~5 % of a pack's saving), else 10 ms.
   const double latency_us = args.switch_latency_us >= 0 ? args.switch_latency_us : device->switch_latency_us;
@@ -222,6 +208,7 @@ void SetupOptimize(CLI::App& app, int& exit_code) {
                   "may sit where the iteration's slack runs out (see the sensitivity line and the fragile-plan\n"
                   "warning). auto: plan at 0, 0.1, 0.25, 0.5, 1 in turn and keep the first plan that is not\n"
                   "fragile (every rank's, for a job)")
+      ->check(InRangeOr(0, 4, "auto"))
       ->default_str("0");
   cmd->add_option("--min-pack-ms", args->min_pack_ms,
                   "Minimum pack length (ms) (default: 20 clock-switch latencies, from --switch-latency-us or the\n"
