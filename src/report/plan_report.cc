@@ -188,7 +188,7 @@ json PlanToJson(const opt::PlannedTrace& pt) {
                                   "the extra time alone adds";
   j["plan"]["fragile_time"] = opt::FragileTime(plan) != nullptr;
   j["plan"]["time_margin"] = plan.time_margin;
-  if (plan.auto_margin) j["plan"]["time_margin_auto_fragile_at"] = plan.fragile_margins;
+  if (plan.auto_fragile_margins) j["plan"]["time_margin_auto_fragile_at"] = *plan.auto_fragile_margins;
   j["plan"]["packs"] = plan.packs.size();
   j["plan"]["switches"] = plan.switches;
   j["plan"]["from"] = plan.plan_from;
@@ -327,9 +327,9 @@ std::string PlanText(const opt::PlannedTrace& pt) {
                        factors, slowdowns, opt::SlowdownPct(b, plan.plan), opt::TargetPct(plan),
                        plan.time_margin > 0 ? fmt::format(", planned to hold it at x{:g}", 1.0 + plan.time_margin) : "");
   }
-  if (plan.auto_margin) {
+  if (plan.auto_fragile_margins) {
     std::string tried;
-    for (const double m : plan.fragile_margins) tried += fmt::format("{}{:g}", tried.empty() ? "" : ", ", m);
+    for (const double m : *plan.auto_fragile_margins) tried += fmt::format("{}{:g}", tried.empty() ? "" : ", ", m);
     out += fmt::format("  time margin: auto, {:g}{}\n", plan.time_margin,
                        tried.empty() ? " (the first plan was not fragile)"
                                      : fmt::format(" (the plans at {} were fragile)", tried));

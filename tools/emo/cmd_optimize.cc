@@ -139,10 +139,7 @@ int RunOptimize(const OptimizeArgs& args) {
     fragile_margins.push_back(margin);
   }
   if (auto_margin) {
-    for (auto& p : plans) {
-      p.auto_margin = true;
-      p.fragile_margins = fragile_margins;
-    }
+    for (auto& p : plans) p.auto_fragile_margins = fragile_margins;
   }
   std::vector<opt::PlannedTrace> planned;
   for (size_t i = 0; i < analyses.size(); ++i) {

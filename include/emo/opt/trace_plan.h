@@ -17,6 +17,7 @@
 
 #include <array>
 #include <span>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -171,9 +172,8 @@ struct TracePlan {
   std::vector<Sensitivity> sensitivity;
   double time_margin = 0;            // TracePlanOptions::time_margin the plan was made with
   // `emo optimize --time-margin auto`: the smaller margins of kAutoTimeMargins planned first,
-  // whose plans were fragile (FragileTime); empty when the margin was given.
-  bool auto_margin = false;
-  std::vector<double> fragile_margins;
+  // whose plans were fragile (FragileTime), none if the first was not; unset when the margin was given.
+  std::optional<std::vector<double>> auto_fragile_margins;
   bool joint = false;                // timed as a rank of its job (TracePlanOptions::joint_*)
   std::string plan_from;             // which start the final plan descended from
   double solve_ms = 0;
