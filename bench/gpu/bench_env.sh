@@ -1,5 +1,5 @@
-# Sourced by the bench/gpu overhead scripts (overhead.sh, overhead_concurrent.sh,
-# overhead_quiet.sh), which set `here` first: EMO and OUT required, PY the PyTorch venv's python
+# Sourced by the bench/gpu scripts (overhead.sh, overhead_concurrent.sh, overhead_quiet.sh,
+# detach_stress.sh), which set `here` first: EMO and OUT required, PY the PyTorch venv's python
 # (else python3) that runs the loops, SPY a python3 for the standard-library summaries.
 : "${EMO:?set EMO to the emo binary}"
 : "${OUT:?set OUT to the output folder}"
@@ -21,3 +21,16 @@ for line in open(sys.argv[1]):
         break
 PYEOF
 }
+
+# NAME ROWS: the bench's outputs in $OUT/NAME (dest), a scratch folder (work), the log NAME.log
+# there (log, which say() appends to) and ROWS there, emptied (rows); stops unless EMO runs.
+bench_output() {
+  dest="$OUT/$1"
+  work="$(mktemp -d "/tmp/emo_$1.XXXXXX")"
+  mkdir -p "$dest"
+  log="$dest/$1.log"
+  rows="$dest/$2"
+  : >"$rows"
+  [[ -x "$EMO" ]] || { say "EMO=$EMO is not an executable"; exit 1; }
+}
+say() { echo "[$(date +%H:%M:%S)] $*" | tee -a "$log" >&2; }

@@ -24,14 +24,7 @@ EMO_WARMUP="${EMO_WARMUP:-50}"
 EMO_ITERS="${EMO_ITERS:-20}"
 RUN_TIMEOUT="${RUN_TIMEOUT:-120}"
 read -r -a libs <<<"${LIBS:-new=}"
-dest="$OUT/detach"
-work="$(mktemp -d /tmp/emo_detach.XXXXXX)"
-mkdir -p "$dest"
-log="$dest/detach.log"
-rows="$dest/runs.jsonl"
-: >"$rows"
-say() { echo "[$(date +%H:%M:%S)] $*" | tee -a "$log" >&2; }
-[[ -x "$EMO" ]] || { say "EMO=$EMO is not an executable"; exit 1; }
+bench_output detach runs.jsonl
 read -r -a targs <<<"$TRAIN_ARGS"
 
 for r in $(seq 1 "$ROUNDS"); do

@@ -36,14 +36,7 @@ EMO_WARMUP="${EMO_WARMUP:-50}"
 EMO_ITERS="${EMO_ITERS:-20}"
 RUN_TIMEOUT="${RUN_TIMEOUT:-150}"
 read -r -a cycle <<<"${CYCLE:-emo spin emo null}"
-dest="$OUT/quiet"
-work="$(mktemp -d /tmp/emo_quiet.XXXXXX)"
-mkdir -p "$dest"
-log="$dest/quiet.log"
-rows="$dest/runs.jsonl"
-: >"$rows"
-say() { echo "[$(date +%H:%M:%S)] $*" | tee -a "$log" >&2; }
-[[ -x "$EMO" ]] || { say "EMO=$EMO is not an executable"; exit 1; }
+bench_output quiet runs.jsonl
 read -r -a targs <<<"$TRAIN_ARGS"
 prog=("$PY" "$here/train_loop.py" "${targs[@]}" --step-starts)
 say "phases of $PHASE_MS ms; ${prog[*]}"
