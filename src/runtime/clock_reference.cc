@@ -18,7 +18,7 @@ int64_t Ns(clockid_t clock) {
 
 // The gate (BeginCuptiDetach). Sequentially consistent on both sides: a caller counts itself in,
 // then looks at the state; the detaching thread sets the state, then waits for the count.
-enum class GateState { kOpen, kDetaching, kDetached };
+enum class GateState { kOpen, kDetaching, kDetached, kAttaching };
 std::atomic<GateState> g_gate{GateState::kOpen};
 std::atomic<int> g_in_flight{0};
 // CUPTI's clock minus CLOCK_MONOTONIC, read as the last detach began.
@@ -65,12 +65,19 @@ bool BeginCuptiDetach(int64_t patience_ns) {
 
 void EndCuptiDetach() { g_gate.store(GateState::kDetached); }
 
-void CuptiAttaching() { g_gate.store(GateState::kOpen); }
+void BeginCuptiAttach() {
+  g_gate.store(GateState::kAttaching);
+  // The calls in flight are short (a clock read, a buffer's decoding) and wait on nothing of the
+  // caller's: no patience needed.
+  while (g_in_flight.load() != 0) std::this_thread::yield();
+}
+
+void EndCuptiAttach() { g_gate.store(GateState::kOpen); }
 
 CuptiUse::CuptiUse() {
   while (true) {
     g_in_flight.fetch_add(1);
-    if (g_gate.load() != GateState::kDetaching) return;
+    if (const GateState state = g_gate.load(); state != GateState::kDetaching && state != GateState::kAttaching) return;
     g_in_flight.fetch_sub(1);
     std::this_thread::sleep_for(std::chrono::microseconds(100));
   }

@@ -166,6 +166,14 @@ bool IsWait(CUpti_CallbackDomain domain, CUpti_CallbackId cbid) {
   return cbid < member.size() && member[cbid];
 }
 
+bool IsGraphLaunch(CUpti_CallbackDomain domain, CUpti_CallbackId cbid) {
+  if (domain == CUPTI_CB_DOMAIN_RUNTIME_API) {
+    return cbid == CUPTI_RUNTIME_TRACE_CBID_cudaGraphLaunch_v10000 ||
+           cbid == CUPTI_RUNTIME_TRACE_CBID_cudaGraphLaunch_ptsz_v10000;
+  }
+  return cbid == CUPTI_DRIVER_TRACE_CBID_cuGraphLaunch || cbid == CUPTI_DRIVER_TRACE_CBID_cuGraphLaunch_ptsz;
+}
+
 bool IsAnchor(CUpti_CallbackDomain domain, CUpti_CallbackId cbid) {
   const auto& member = domain == CUPTI_CB_DOMAIN_RUNTIME_API ? std::span<const bool>(kIsRuntimeAnchor)
                                                              : std::span<const bool>(kIsDriverAnchor);
@@ -430,7 +438,10 @@ bool Tracer::Start(const InjectConfig& config, std::string* error, Begin begin) 
   launch_generation_.store(session_ << 16, std::memory_order_relaxed);
   attach_generation_.store(session_ << 16, std::memory_order_relaxed);
   pid_ = static_cast<int>(getpid());
-  CuptiAttaching();  // after an earlier block's detach
+  // After an earlier block's detach: the clock read attaches CUPTI again on this thread, the only
+  // one of the library's running (the earlier session's stopped at its end).
+  BeginCuptiAttach();
+  EndCuptiAttach();
   clock_ = ReadClockReference();
   driver_.Load();
   // The pattern compiled when the configuration was read; compile errors cannot reach here.
@@ -473,7 +484,8 @@ bool Tracer::Start(const InjectConfig& config, std::string* error, Begin begin) 
     quiet_.emplace(config_.quiet_ms * 1'000'000);
     std::fprintf(stderr,
                  "emo trace: EMO_TRACE_QUIET_MS=%lld, a benchmark knob: after the window CUPTI is detached and "
-                 "attached again every %lld ms (on an H100 one run in three aborted during these cycles; docs/runtime.md)\n",
+                 "attached again every %lld ms (on an H100 a PyTorch loop aborted in most runs with 250 ms phases; "
+                 "docs/runtime.md)\n",
                  static_cast<long long>(config_.quiet_ms), static_cast<long long>(config_.quiet_ms));
   }
   const size_t pool = static_cast<size_t>(config_.buffer_pool_mib) << 20;
@@ -649,6 +661,9 @@ void CUPTIAPI Tracer::OnCallback(void* userdata, CUpti_CallbackDomain domain, CU
     case CUPTI_CB_DOMAIN_RUNTIME_API:
     case CUPTI_CB_DOMAIN_DRIVER_API:
       if (launch) {
+        if (IsGraphLaunch(domain, cbid) && tracer->traced_since_attach_.load(std::memory_order_relaxed)) {
+          tracer->graph_traced_.store(true, std::memory_order_relaxed);
+        }
         tracer->OnLaunch(domain, cbid, static_cast<const CUpti_CallbackData*>(data));
       } else {
         tracer->OnAnchor(domain, cbid, static_cast<const CUpti_CallbackData*>(data));
@@ -880,6 +895,8 @@ void Tracer::Shutdown(const char* reason) {
   std::unique_lock<std::mutex> detach_lock(detach_mutex_);
   detach_requested_.store(kDetachNone, std::memory_order_relaxed);
   const bool attached = !detached_.load(std::memory_order_acquire);
+  // A block that traced since CUPTI was last attached detaches it at the end (below).
+  const bool detach = attached && begin_ == Begin::kBlock && traced_since_attach_.load() && MayDetach();
   if (activities_on_ || api_on_) SetActivities(false, /*api_too=*/true);
   if (attached && traced_since_attach_.load()) EMO_CUPTI_OK(cuptiActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED));
   if (attached) EMO_CUPTI_OK(cuptiUnsubscribe(subscriber_));
@@ -930,7 +947,7 @@ void Tracer::Shutdown(const char* reason) {
   // a block that traced since CUPTI was last attached detaches it, so the program's steps after
   // the block run as before it. NVIDIA advises detaching at the exit of a CUDA call; here it is
   // the thread leaving the block, between its CUDA calls. The next CUPTI call attaches again.
-  if (traced_since_attach_.load() && BeginCuptiDetach(kDetachPatienceNs)) {
+  if (detach && BeginCuptiDetach(kDetachPatienceNs)) {
     EMO_CUPTI_OK(cuptiFinalize());
     EndCuptiDetach();
   }
@@ -945,6 +962,7 @@ void Tracer::Shutdown(const char* reason) {
 // window's records are complete; a loop that makes no such call detaches at any call's exit
 // after the forced flush that fetches the window's last records (2 s after the window).
 void Tracer::RequestDetach(int when) {
+  if (!MayDetach()) return;
   // Launches are the calls a loop surely makes; the iterations are followed afresh after it.
   if (when == kDetachAtAnyExit) SetLaunchCallbacks(true);
   detach_requested_.store(when, std::memory_order_release);
@@ -957,6 +975,7 @@ void Tracer::DetachAtApiExit() {
   if (!lock.owns_lock()) return;
   const int when = detach_requested_.exchange(kDetachNone, std::memory_order_acq_rel);
   if (when == kDetachNone) return;  // another did
+  if (!MayDetach()) return;  // not asked again (RequestDetach)
   EMO_CUPTI_OK(cuptiActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED));
   // The library's other threads (NVML's, the writer's, the program's other callbacks) make no
   // CUPTI call while it goes, nor after it until Reattach.
@@ -969,6 +988,18 @@ void Tracer::DetachAtApiExit() {
   traced_since_attach_.store(false, std::memory_order_release);
   detached_at_monotonic_ns_.store(MonotonicNow(), std::memory_order_relaxed);
   detached_.store(true, std::memory_order_release);
+}
+
+bool Tracer::MayDetach() {
+  if (!graph_traced_.load(std::memory_order_relaxed)) return true;
+  if (!detach_skip_reported_) {
+    detach_skip_reported_ = true;
+    std::fprintf(stderr,
+                 "emo trace: CUPTI stays attached after the window: a CUDA graph ran while it traced, and CUPTI's "
+                 "detach would make the graph's later launches fail (docs/runtime.md)\n");
+    writer_.AddMeta("cupti.detach_skipped=a CUDA graph ran while CUPTI traced\n");
+  }
+  return false;
 }
 
 void Tracer::Reattach() {
@@ -992,9 +1023,11 @@ void Tracer::Reattach() {
   nvtx_started_ = false;
   attach_generation_.fetch_add(1, std::memory_order_relaxed);
   launch_generation_.fetch_add(1, std::memory_order_relaxed);
-  CuptiAttaching();
   std::string why;
-  if (!Subscribe(&why) || !EnableCallbacks(&why)) {
+  BeginCuptiAttach();  // the subscription attaches CUPTI: no other thread of ours calls it meanwhile
+  const bool subscribed = Subscribe(&why) && EnableCallbacks(&why);
+  EndCuptiAttach();
+  if (!subscribed) {
     // Nothing is followed from here: the trace ends with the iterations before the detach.
     reattach_error_ = why;
     std::fprintf(stderr, "emo trace: after the window: %s; the block's later iterations are not recorded\n",

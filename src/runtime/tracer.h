@@ -102,6 +102,9 @@ class Tracer {
   void RequestDetach(int when);
   void DetachAtApiExit();
   void Reattach();
+  // False, once said on stderr and in the meta, when a detach would break the program
+  // (graph_traced_); the caller holds detach_mutex_.
+  bool MayDetach();
   // EMO_TRACE_QUIET_MS (benchmarks): what the quiet phases ask now. True while CUPTI is to stay
   // detached; the GPU thread is paused for as long.
   bool PollQuietPhases();
@@ -240,6 +243,11 @@ class Tracer {
 
   std::atomic<bool> ever_traced_{false};  // activities were on at some point
   std::atomic<bool> traced_since_attach_{false};  // ... since CUPTI was last attached
+  // A CUDA graph was launched while activities were on since CUPTI was last attached: CUPTI's
+  // detach (cuptiFinalize) then breaks the program's later launches of it (an unspecified launch
+  // failure; bench/gpu/detach_diag.sh, with CUPTI alone), so CUPTI stays attached for good.
+  std::atomic<bool> graph_traced_{false};
+  bool detach_skip_reported_ = false;  // under detach_mutex_
   // Detaching (block sessions): asked by the control thread, done by a program thread under
   // detach_mutex_ (which Shutdown takes before it touches CUPTI), seen by the control thread.
   std::mutex detach_mutex_;

@@ -80,6 +80,10 @@ void Tracer::ControlLoop() {
 // EMO_TRACE_QUIET_MS: no CUPTI call is made while detached (any would attach CUPTI again), so
 // the settled test, which reads CUPTI's clock, is asked only while attached.
 bool Tracer::PollQuietPhases() {
+  if (!MayDetach()) {  // no phases in a program CUPTI cannot leave
+    gpus_.SetPaused(false);
+    return false;
+  }
   const bool detached = detached_.load(std::memory_order_acquire);
   const bool settled = !detached && SettledPoll(CuptiNow());
   const int64_t detached_at = detached_at_monotonic_ns_.load(std::memory_order_relaxed);

@@ -46,17 +46,28 @@ Fake& State() {
 std::atomic<int64_t> g_time{1'000'000'000};
 
 // CUPTI calls the library must not make (FakeCuptiStrayCalls): one from another thread while
-// cuptiFinalize runs (pytorch/kineto#686: it races with them), and any but a subscription between
-// a finalize and the next subscription (it would attach CUPTI again, lazily). FAKE_CUPTI_FINALIZE_MS
-// makes the finalize last that long, so a thread that ticks on its own (NVML's) meets it.
+// cuptiFinalize runs (pytorch/kineto#686: it races with them), any but a subscription between a
+// finalize and the next subscription (it would attach CUPTI again, lazily), and one from another
+// thread while that subscription attaches CUPTI (its lazy initialization is not thread-safe: a
+// double free on an H100, BENCHMARKS.md Order 7). FAKE_CUPTI_FINALIZE_MS and
+// FAKE_CUPTI_SUBSCRIBE_MS make the finalize and the subscription last that long, so a thread that
+// ticks on its own (NVML's) meets them.
 std::atomic<bool> g_finalizing{false};
 std::atomic<bool> g_detached{false};
+std::atomic<bool> g_subscribing{false};
 std::atomic<int> g_calls_during_finalize{0};
 std::atomic<int> g_calls_while_detached{0};
+std::atomic<int> g_calls_during_subscribe{0};
 
-void Called() {
+void Called(bool subscribing = false) {
   if (g_finalizing.load()) g_calls_during_finalize.fetch_add(1);
+  if (subscribing) return;  // the call that may attach CUPTI again
   if (g_detached.load()) g_calls_while_detached.fetch_add(1);
+  if (g_subscribing.load()) g_calls_during_subscribe.fetch_add(1);
+}
+
+void SleepForEnvMs(const char* name) {
+  if (const char* ms = std::getenv(name); ms != nullptr) std::this_thread::sleep_for(std::chrono::milliseconds(std::atoi(ms)));
 }
 
 size_t RecordSize(CUpti_ActivityKind kind) {
@@ -132,8 +143,11 @@ CUptiResult CUPTIAPI cuptiGetTimestamp(uint64_t* timestamp) {
 
 CUptiResult CUPTIAPI cuptiSubscribe_v2(CUpti_SubscriberHandle* subscriber, CUpti_CallbackFunc callback, void* userdata,
                                        CUpti_SubscriberParams* /*params*/) {
-  if (g_finalizing.load()) g_calls_during_finalize.fetch_add(1);
+  Called(/*subscribing=*/true);
+  g_subscribing.store(true);
+  SleepForEnvMs("FAKE_CUPTI_SUBSCRIBE_MS");
   g_detached.store(false);
+  g_subscribing.store(false);
   Fake& f = State();
   std::lock_guard<std::mutex> lock(f.mutex);
   if (f.subscribed) return CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED;
@@ -159,9 +173,7 @@ int g_finalized = 0;
 CUptiResult CUPTIAPI cuptiFinalize() {
   Called();
   g_finalizing.store(true);
-  if (const char* ms = std::getenv("FAKE_CUPTI_FINALIZE_MS"); ms != nullptr) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(std::atoi(ms)));
-  }
+  SleepForEnvMs("FAKE_CUPTI_FINALIZE_MS");
   Fake& f = State();
   std::lock_guard<std::mutex> lock(f.mutex);
   g_detached.store(true);
@@ -298,10 +310,17 @@ __attribute__((visibility("default"))) int FakeCuptiFinalized() {
   return g_finalized;
 }
 
-// The CUPTI calls made while cuptiFinalize ran (`during` != 0) or between a finalize and the next
-// subscription (`during` == 0).
+// The CUPTI calls made while cuptiFinalize ran (`during` 1), between a finalize and the next
+// subscription (0), or by another thread while a subscription attached CUPTI (2).
 __attribute__((visibility("default"))) int FakeCuptiStrayCalls(int during) {
-  return during != 0 ? g_calls_during_finalize.load() : g_calls_while_detached.load();
+  switch (during) {
+    case 0:
+      return g_calls_while_detached.load();
+    case 1:
+      return g_calls_during_finalize.load();
+    default:
+      return g_calls_during_subscribe.load();
+  }
 }
 
 // A context on CUDA device `device` is created.
@@ -385,6 +404,29 @@ __attribute__((visibility("default"))) void FakeCuptiLaunch(uint64_t function) {
     callback(userdata, CUPTI_CB_DOMAIN_RUNTIME_API, CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_v7000, &data);
     data.callbackSite = CUPTI_API_EXIT;
     callback(userdata, CUPTI_CB_DOMAIN_RUNTIME_API, CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_v7000, &data);
+  }
+}
+
+// cudaGraphLaunch of `exec` (no records: only the tracer's callbacks see it), enter and exit
+// callbacks where enabled.
+__attribute__((visibility("default"))) void FakeCuptiGraphLaunch(uint64_t exec) {
+  Fake& f = State();
+  constexpr CUpti_CallbackId kCbid = CUPTI_RUNTIME_TRACE_CBID_cudaGraphLaunch_v10000;
+  CUpti_CallbackFunc callback = nullptr;
+  {
+    std::lock_guard<std::mutex> lock(f.mutex);
+    ++f.correlation;
+    if (Enabled(f, CUPTI_CB_DOMAIN_RUNTIME_API, kCbid)) callback = f.callback;
+  }
+  if (callback == nullptr) return;
+  cudaGraphLaunch_v10000_params params{};
+  params.graphExec = reinterpret_cast<cudaGraphExec_t>(exec);
+  CUpti_CallbackData data{};
+  data.functionName = "cudaGraphLaunch";
+  data.functionParams = &params;
+  for (const CUpti_ApiCallbackSite site : {CUPTI_API_ENTER, CUPTI_API_EXIT}) {
+    data.callbackSite = site;
+    callback(f.userdata, CUPTI_CB_DOMAIN_RUNTIME_API, kCbid, &data);
   }
 }
 

@@ -47,6 +47,7 @@ struct Hooks {
   int (*end)(const char*, char*, size_t) = nullptr;
   int (*finalized)() = nullptr;
   int (*stray_calls)(int during) = nullptr;
+  void (*graph_launch)(uint64_t exec) = nullptr;
 };
 
 struct ChildResult {
@@ -93,12 +94,13 @@ ChildResult RunChild(const std::map<std::string, std::string>& env, const std::f
     h.wait_launch_callback = reinterpret_cast<int (*)(int, int)>(dlsym(fake, "FakeCuptiWaitLaunchCallback"));
     h.finalized = reinterpret_cast<int (*)()>(dlsym(fake, "FakeCuptiFinalized"));
     h.stray_calls = reinterpret_cast<int (*)(int)>(dlsym(fake, "FakeCuptiStrayCalls"));
+    h.graph_launch = reinterpret_cast<void (*)(uint64_t)>(dlsym(fake, "FakeCuptiGraphLaunch"));
     h.begin = reinterpret_cast<int (*)(const char*, char*, size_t)>(dlsym(library, "emo_trace_begin"));
     h.end = reinterpret_cast<int (*)(const char*, char*, size_t)>(dlsym(library, "emo_trace_end"));
     auto init = reinterpret_cast<int (*)()>(dlsym(library, "InitializeInjection"));
     if (init == nullptr || h.launch == nullptr || h.wait_kernels == nullptr || h.stream_sync == nullptr ||
         h.wait_launch_callback == nullptr || h.begin == nullptr || h.end == nullptr || h.finalized == nullptr ||
-        h.stray_calls == nullptr) {
+        h.stray_calls == nullptr || h.graph_launch == nullptr) {
       _exit(12);
     }
     if (inject && init() != 1) _exit(13);
@@ -547,6 +549,49 @@ TEST_F(InjectFakeCuptiTest, ABlockDetachesCuptiAfterItsWindowAndGoesOnCountingIt
   }
 }
 
+// A CUDA graph launched while the block traced: CUPTI's detach would make the graph's later
+// launches fail (measured with CUPTI alone: bench/gpu/detach_diag.sh), so the block never
+// detaches, neither at the syncs after its window nor at its end, and says so once.
+TEST_F(InjectFakeCuptiTest, ABlockThatTracedACudaGraphNeverDetachesCupti) {
+  const std::string out = (dir_ / "g_%r.emotrace").string();
+  const ChildResult r = RunChild(
+      {{"RANK", "9"}, {"TEST_FAKE_CUDA", "1"}, {"FAKE_CUDA_PRIMARY", "0"}}, [&](const Hooks& h) {
+        Loop loop(h);
+        char text[512];
+        const std::string settings = "EMO_TRACE_OUT=" + out + "\nEMO_TRACE_WARMUP=2\nEMO_TRACE_ITERATIONS=2\n";
+        if (h.begin(settings.c_str(), text, sizeof(text)) != 0) std::fprintf(stderr, "TEST: begin: %s\n", text);
+        for (int k = 0; k < 5; ++k) {
+          loop.Iteration();
+          h.graph_launch(0xC0DE);
+        }
+        loop.Launch(0);
+        Wait(h, 0, "after the window");
+        // As long as the detach-at-a-sync test gives its detach, and then some.
+        for (int k = 0; k < 300; ++k) {
+          h.stream_sync();
+          std::this_thread::sleep_for(std::chrono::milliseconds(1));
+        }
+        if (h.finalized() != 0) std::fprintf(stderr, "TEST: detached at a sync after a traced graph\n");
+        for (int i = 1; i < 5; ++i) loop.Launch(i);
+        if (h.end("", text, sizeof(text)) != 0) std::fprintf(stderr, "TEST: end: %s\n", text);
+        if (h.finalized() != 0) std::fprintf(stderr, "TEST: the block's end detached after a traced graph\n");
+      },
+      /*inject=*/false);
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.err.find("TEST:"), std::string::npos) << r.err;
+  const char* kSkip = "CUPTI stays attached after the window: a CUDA graph ran while it traced";
+  ExpectQuiet(r.err, kSkip);
+  const size_t said = r.err.find(kSkip);
+  ASSERT_NE(said, std::string::npos) << r.err;
+  EXPECT_EQ(r.err.find(kSkip, said + 1), std::string::npos) << "said more than once: " << r.err;
+  const std::vector<Chunk> chunks = WalkChunks(ReadFile((dir_ / "g_9.emotrace").string()));
+  ASSERT_FALSE(chunks.empty());
+  auto meta = Meta(chunks);
+  EXPECT_EQ(meta["cupti.detach_skipped"], "a CUDA graph ran while CUPTI traced");
+  EXPECT_EQ(meta["cupti.detaches"], "0");
+  EXPECT_EQ(meta["window.complete"], "1");
+}
+
 // A loop that waits for the GPU (a stream sync): the block detaches CUPTI at the exit of the
 // first sync after its window, long before the 2 s fallback, and the window's records are all in
 // the file (flushed before the detach).
@@ -718,9 +763,9 @@ TEST_F(InjectFakeCuptiTest, AnchorCallTimesIterationsWithLaunchCallbacksOff) {
 // EMO_TRACE_QUIET_LOG in order, and the iterations go on being recorded after each hole.
 TEST_F(InjectFakeCuptiTest, QuietPhasesDetachAtASyncAndAttachAgainAfterEachPhase) {
   const std::string log = (dir_ / "quiet.txt").string();
-  // The NVML thread ticks every 50 ms on its own and each detach lasts 60 ms: a CUPTI call of
-  // that thread (or any other) while cuptiFinalize runs, or before the next subscription, is
-  // counted by the stand-in.
+  // The NVML thread ticks every 50 ms on its own and each detach and each subscription lasts 60
+  // ms: a CUPTI call of that thread (or any other) while cuptiFinalize runs, before the next
+  // subscription, or while it attaches CUPTI is counted by the stand-in.
   const ChildResult r = RunChild({{"EMO_TRACE_OUT", Out()},
                                   {"RANK", "9"},
                                   {"EMO_TRACE_WARMUP", "2"},
@@ -728,6 +773,7 @@ TEST_F(InjectFakeCuptiTest, QuietPhasesDetachAtASyncAndAttachAgainAfterEachPhase
                                   {"EMO_TRACE_QUIET_MS", "40"},
                                   {"EMO_TRACE_QUIET_LOG", log},
                                   {"FAKE_CUPTI_FINALIZE_MS", "60"},
+                                  {"FAKE_CUPTI_SUBSCRIBE_MS", "60"},
                                   {"TEST_FAKE_CUDA", "1"},
                                   {"EMO_NVML_LIBRARY", EMO_FAKE_NVML_PATH},
                                   {"FAKE_NVML_LOG", (dir_ / "nvml.log").string()},
@@ -755,6 +801,9 @@ TEST_F(InjectFakeCuptiTest, QuietPhasesDetachAtASyncAndAttachAgainAfterEachPhase
                                    }
                                    if (const int n = h.stray_calls(0); n != 0) {
                                      std::fprintf(stderr, "TEST: %d CUPTI calls while detached\n", n);
+                                   }
+                                   if (const int n = h.stray_calls(2); n != 0) {
+                                     std::fprintf(stderr, "TEST: %d CUPTI calls while a subscription attached it\n", n);
                                    }
                                  });
   EXPECT_EQ(r.exit_code, 0) << r.err;
