@@ -10,6 +10,10 @@
 // then off and flushed, and only then do the cycles begin, as `emo trace` traces its window
 // before the quiet phases start. CYCLE_KINDS=emo: also MEMCPY, MEMCPY2, MEMSET, SYNCHRONIZATION,
 // CUDA_EVENT and EXTERNAL_CORRELATION, the kinds `emo trace` enables (src/runtime/tracer.cc).
+// CYCLE_TOGGLE=1: half a cycle after each attach the launch callbacks (cudaLaunchKernel,
+// cuLaunchKernel and their variants) are turned off one by one (cuptiEnableCallback), and on
+// again just before the detach is asked, as `emo trace`'s quiet phases do once the loop is
+// followed by its sync and again to detach at any call.
 //
 //   C=/usr/local/cuda
 //   g++ -O2 -std=c++17 -shared -fPIC -I$C/include bench/gpu/cupti_cycle_inject.cc -L$C/lib64 -lcupti -lpthread -o libcycle.so
@@ -52,6 +56,7 @@ struct State {
   int activity_at_ms = 0;
   int activity_ms = 1000;
   bool emo_kinds = false;
+  bool toggle = false;
   std::thread thread;
 };
 State* g = nullptr;
@@ -102,6 +107,15 @@ std::vector<CUpti_ActivityKind> Kinds() {
   return kinds;
 }
 
+void SetLaunchCallbacks(bool on) {
+  static constexpr CUpti_CallbackId kRuntime[] = {
+      CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_v7000, CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_ptsz_v7000,
+      CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernelExC_v11060, CUPTI_RUNTIME_TRACE_CBID___cudaLaunchKernel_v13000};
+  static constexpr CUpti_CallbackId kDriver[] = {CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel, CUPTI_DRIVER_TRACE_CBID_cuLaunchKernelEx};
+  for (const CUpti_CallbackId cbid : kRuntime) CYCLE_OK(cuptiEnableCallback(on, g->subscriber, CUPTI_CB_DOMAIN_RUNTIME_API, cbid));
+  for (const CUpti_CallbackId cbid : kDriver) CYCLE_OK(cuptiEnableCallback(on, g->subscriber, CUPTI_CB_DOMAIN_DRIVER_API, cbid));
+}
+
 void Cycle() {
   if (g->activity) {
     std::this_thread::sleep_for(std::chrono::milliseconds(g->activity_at_ms));
@@ -112,7 +126,14 @@ void Cycle() {
     CYCLE_OK(cuptiActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED));
   }
   while (!g->stop.load()) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(g->cycle_ms));
+    if (g->toggle) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(g->cycle_ms / 2));
+      SetLaunchCallbacks(false);
+      std::this_thread::sleep_for(std::chrono::milliseconds(g->cycle_ms - g->cycle_ms / 2));
+      SetLaunchCallbacks(true);
+    } else {
+      std::this_thread::sleep_for(std::chrono::milliseconds(g->cycle_ms));
+    }
     if (g->stop.load()) break;
     g->detach_wanted.store(true);
     {
@@ -149,6 +170,7 @@ extern "C" int InitializeInjection() {
   if (const char* ms = std::getenv("CYCLE_MS")) g->cycle_ms = std::atoi(ms) > 0 ? std::atoi(ms) : 250;
   if (const char* a = std::getenv("CYCLE_ACTIVITY")) g->activity = std::atoi(a) != 0;
   if (const char* at = std::getenv("CYCLE_ACTIVITY_AT_MS")) g->activity_at_ms = std::max(0, std::atoi(at));
+  if (const char* t = std::getenv("CYCLE_TOGGLE")) g->toggle = std::atoi(t) != 0;
   if (const char* k = std::getenv("CYCLE_KINDS")) g->emo_kinds = std::string(k) == "emo";
   if (const char* ms = std::getenv("CYCLE_ACTIVITY_MS")) g->activity_ms = std::max(1, std::atoi(ms));
   if (!Attach()) return 0;

@@ -14,7 +14,8 @@
 #                 PHASE_MS, as in its cupti_finalize sample) on the training loop and the CUDA
 #                 program, without and with activity records first (cycle_*_act; on for a
 #                 second (CYCLE_FOR_MS) from CYCLE_AT_MS, default 0, after CUDA starts;
-#                 CYCLE_ACTS="0 1"; CYCLE_KINDS=emo: the kinds emo trace enables; CYCLE_PROGS="train streams")
+#                 CYCLE_ACTS="0 1"; CYCLE_KINDS=emo: the kinds emo trace enables; CYCLE_PROGS="train streams";
+#                 CYCLE_TOGGLE=1: launch callbacks off and on again in each attached stretch)
 # and what the machine's CUPTI ships about detaching (its cupti_finalize sample, if present).
 #
 #   EMO=path/to/emo OUT=/some/folder [CASES="faulthandler gdb streams anchor0"] bash bench/gpu/detach_diag.sh
@@ -77,7 +78,8 @@ for c in $CASES; do
           s=$(date +%s%N)
           timeout "$RUN_TIMEOUT" env LD_LIBRARY_PATH="$cuda/lib64" CUDA_INJECTION64_PATH="$work/libcycle.so" \
             CYCLE_MS="$PHASE_MS" CYCLE_ACTIVITY=$act CYCLE_ACTIVITY_AT_MS="${CYCLE_AT_MS:-0}" \
-            CYCLE_ACTIVITY_MS="${CYCLE_FOR_MS:-1000}" CYCLE_KINDS="${CYCLE_KINDS:-kernel}" "${cmd[@]}" >"$work/cycle.out" 2>"$dest/cycle_$prog$sfx.err"
+            CYCLE_ACTIVITY_MS="${CYCLE_FOR_MS:-1000}" CYCLE_KINDS="${CYCLE_KINDS:-kernel}" \
+            CYCLE_TOGGLE="${CYCLE_TOGGLE:-0}" "${cmd[@]}" >"$work/cycle.out" 2>"$dest/cycle_$prog$sfx.err"
           rc=$?
           say "cycle_$prog$sfx: rc $rc, $(( ($(date +%s%N) - s) / 1000000 )) ms, $(grep -h 'cupti_cycle:' "$dest/cycle_$prog$sfx.err" | tail -1)"
           echo "{\"case\": \"cycle_$prog$sfx\", \"rc\": $rc}" >>"$rows"
