@@ -21,6 +21,8 @@ int64_t Ns(clockid_t clock) {
 enum class GateState { kOpen, kDetaching, kDetached, kAttaching };
 std::atomic<GateState> g_gate{GateState::kOpen};
 std::atomic<int> g_in_flight{0};
+// A cuptiFinalize has run in this process (CuptiDetachedBefore).
+std::atomic<bool> g_detached_before{false};
 // CUPTI's clock minus CLOCK_MONOTONIC, read as the last detach began.
 std::atomic<int64_t> g_monotonic_to_cupti{0};
 
@@ -63,7 +65,12 @@ bool BeginCuptiDetach(int64_t patience_ns) {
   return true;
 }
 
-void EndCuptiDetach() { g_gate.store(GateState::kDetached); }
+void EndCuptiDetach() {
+  g_detached_before.store(true);
+  g_gate.store(GateState::kDetached);
+}
+
+bool CuptiDetachedBefore() { return g_detached_before.load(); }
 
 void BeginCuptiAttach() {
   g_gate.store(GateState::kAttaching);

@@ -42,6 +42,8 @@ int64_t CuptiNow();
 // callback, so it may be called inside one.
 bool BeginCuptiDetach(int64_t patience_ns);
 void EndCuptiDetach();
+// True once a detach (EndCuptiDetach) has happened in this process, in any session.
+bool CuptiDetachedBefore();
 // Holds the other threads' CUPTI calls off (waiting for those in flight) while this thread
 // attaches CUPTI; EndCuptiAttach lets them through again, CuptiNow reading CUPTI's clock.
 void BeginCuptiAttach();

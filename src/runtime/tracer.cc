@@ -483,9 +483,9 @@ bool Tracer::Start(const InjectConfig& config, std::string* error, Begin begin) 
   if (config_.quiet_ms > 0 && begin_ == Begin::kAtCudaInit && !clock_follower_) {
     quiet_.emplace(config_.quiet_ms * 1'000'000);
     std::fprintf(stderr,
-                 "emo trace: EMO_TRACE_QUIET_MS=%lld, a benchmark knob: after the window CUPTI is detached and "
-                 "attached again every %lld ms (on an H100 a PyTorch loop aborted in most runs with 250 ms phases; "
-                 "docs/runtime.md)\n",
+                 "emo trace: EMO_TRACE_QUIET_MS=%lld, a benchmark knob: after the window CUPTI is detached for "
+                 "%lld ms and attached again, once a run (CUPTI aborts a program whose callbacks are switched after "
+                 "repeated detaches; docs/runtime.md)\n",
                  static_cast<long long>(config_.quiet_ms), static_cast<long long>(config_.quiet_ms));
   }
   const size_t pool = static_cast<size_t>(config_.buffer_pool_mib) << 20;

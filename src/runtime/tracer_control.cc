@@ -160,6 +160,12 @@ void Tracer::DrainControl() {
 
 bool Tracer::MayStopLaunchCallbacks() const {
   if (config_.anchor == 0 || !launch_callbacks_on_) return false;
+  // CUPTI 13.0 corrupts the heap when callbacks are switched one by one (cuptiEnableCallback) in a
+  // process it has been detached from and attached to again: with CUPTI alone, a PyTorch loop
+  // detached and attached every 250 ms aborted in 3 of 3 runs with the launch callbacks switched
+  // off and on in each attached stretch, in 0 of 7 without (bench/gpu/cupti_cycle_inject.cc,
+  // CYCLE_TOGGLE). After a detach they stay on.
+  if (CuptiDetachedBefore()) return false;
   // `emo run` follows NVTX-timed loops by their launches, and others only once its plan is in force.
   if (clock_follower_ && (nvtx_source_ || !clock_follower_->SettledForAnchor())) return false;
   if (!window_) return true;  // monitor mode
