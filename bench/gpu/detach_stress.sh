@@ -38,7 +38,8 @@ for r in $(seq 1 "$ROUNDS"); do
       --json "$work/$tag.json" -- "$PY" "$here/train_loop.py" "${targs[@]}" >"$work/$tag.out" 2>"$work/$tag.err"
     rc=$?
     secs=$(( ($(date +%s%N) - s) / 1000000 ))
-    "$SPY" - "$r" "$lib_tag" "$rc" "$secs" "$work/$tag" >>"$rows" <<'PY'
+    # The row, then the detaches for the progress line.
+    { read -r row; read -r detaches; } < <("$SPY" - "$r" "$lib_tag" "$rc" "$secs" "$work/$tag" <<'PY'
 import json, sys
 rnd, lib, rc, ms, base = sys.argv[1:]
 trace = {}
@@ -51,8 +52,11 @@ print(json.dumps({"round": int(rnd), "lib": lib, "rc": int(rc), "wall_ms": int(m
                   "detaches": trace.get("cupti_detaches"), "end_reason": trace.get("end_reason"),
                   "untraced_step_ms": (trace.get("step_time_ms") or {}).get("untraced"),
                   "aborted": int(rc) != 0, "stderr_tail": err[-600:] if int(rc) != 0 else ""}))
+print(trace.get("cupti_detaches"))
 PY
-    say "round $r, $lib_tag: rc $rc, ${secs} ms, $(tail -1 "$rows" | "$SPY" -c 'import json,sys; d=json.loads(sys.stdin.read()); print("detaches", d["detaches"])')"
+)
+    echo "$row" >>"$rows"
+    say "round $r, $lib_tag: rc $rc, ${secs} ms, detaches $detaches"
   done
 done
 "$SPY" - "$rows" <<'PY' | tee -a "$log"

@@ -35,3 +35,5 @@ echo '{"exit_code": 0, "traces": [{"cupti_detaches": 6, "end_reason": "exit", "s
     assert rows[3]["detaches"] == 6 and rows[3]["untraced_step_ms"] == 12.5 and rows[3]["stderr_tail"] == ""
     assert "old: 2 runs, 1 ended with a non-zero status, 6 detaches in the traces" in r.stdout
     assert "new: 2 runs, 0 ended with a non-zero status, 12 detaches in the traces" in r.stdout
+    assert "round 2, old: rc 134" in r.stderr and "detaches None" in r.stderr, r.stderr
+    assert "round 2, new: rc 0" in r.stderr and "detaches 6" in r.stderr, r.stderr

@@ -16,8 +16,8 @@
 #pragma once
 
 #include <array>
-#include <span>
 #include <optional>
+#include <span>
 #include <string>
 #include <vector>
 
