@@ -152,9 +152,20 @@ void TraceWriter::Push(Item item) {
       queue_dropped_.fetch_add(1, std::memory_order_relaxed);
       return;
     }
+    if (item.kind == Item::Kind::kBuffer) buffers_queued_.fetch_add(1, std::memory_order_release);
     queue_.push_back(std::move(item));
   }
   wake_.notify_one();
+}
+
+bool TraceWriter::WaitBuffersDecoded(int64_t patience_ns) const {
+  const uint64_t queued = buffers_queued_.load(std::memory_order_acquire);
+  const auto give_up_at = std::chrono::steady_clock::now() + std::chrono::nanoseconds(patience_ns);
+  while (buffers_decoded_.load(std::memory_order_acquire) < queued) {
+    if (std::chrono::steady_clock::now() > give_up_at) return false;
+    std::this_thread::sleep_for(std::chrono::microseconds(100));
+  }
+  return true;
 }
 
 void TraceWriter::SubmitBuffer(uint8_t* buffer, size_t valid_bytes) {
@@ -265,6 +276,7 @@ void TraceWriter::Handle(Item& item, Names* names) {
     case Item::Kind::kBuffer:
       DecodeBuffer(item.buffer, item.valid, names);
       ReleaseBuffer(item.buffer);
+      buffers_decoded_.fetch_add(1, std::memory_order_release);
       return;
     case Item::Kind::kRecord:
       if (item.name_offset >= 0 && static_cast<size_t>(item.name_offset) + 4 <= item.record.size) {

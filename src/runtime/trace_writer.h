@@ -64,6 +64,10 @@ class TraceWriter {
   void AddRecord(const DecodedRecord& record, std::string name = {}, int name_offset = -1);
   // Queues "key=value\n" lines for a meta chunk. Any thread.
   void AddMeta(std::string text);
+  // Waits up to `patience_ns` until every buffer handed over so far has been decoded (the
+  // decoding calls CUPTI, so a detach waits for it: tracer.cc, DetachAtApiExit). False if it
+  // has not by then. Any thread.
+  bool WaitBuffersDecoded(int64_t patience_ns) const;
 
   // Writes what is queued, then `end_meta` followed by the record counts (Stats), then (when
   // `clean`) the kEnd chunk, and closes the file. Blocks until the thread is done. Later calls
@@ -109,6 +113,8 @@ class TraceWriter {
   std::atomic<bool> failed_{false};
   std::atomic<uint64_t> buffers_refused_{0};
   std::atomic<uint64_t> queue_dropped_{0};
+  std::atomic<uint64_t> buffers_queued_{0};   // CUPTI buffers queued for the thread
+  std::atomic<uint64_t> buffers_decoded_{0};  // ... and decoded by it
 
   // Writer thread only.
   std::thread thread_;

@@ -977,9 +977,11 @@ void Tracer::DetachAtApiExit() {
   if (when == kDetachNone) return;  // another did
   if (!MayDetach()) return;  // not asked again (RequestDetach)
   EMO_CUPTI_OK(cuptiActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED));
-  // The library's other threads (NVML's, the writer's, the program's other callbacks) make no
-  // CUPTI call while it goes, nor after it until Reattach.
-  if (!BeginCuptiDetach(kDetachPatienceNs)) {
+  // The records just flushed are decoded first: decoding calls CUPTI, which after the finalize
+  // would attach it again on the writer's thread. The library's other threads (NVML's, the
+  // writer's, the program's other callbacks) make no CUPTI call while it goes, nor after it until
+  // Reattach.
+  if (!writer_.WaitBuffersDecoded(kDetachPatienceNs) || !BeginCuptiDetach(kDetachPatienceNs)) {
     detach_requested_.store(when, std::memory_order_release);  // a later exit tries again
     return;
   }

@@ -516,6 +516,7 @@ TEST_F(InjectFakeCuptiTest, ABlockDetachesCuptiAfterItsWindowAndGoesOnCountingIt
         }
         if (!detached) std::fprintf(stderr, "TEST: CUPTI was not detached after the window\n");
         std::ofstream(after_file) << EndBlockAfterItsDetach(h, loop, 8) << "\n";
+        if (const int n = h.stray_calls(0); n != 0) std::fprintf(stderr, "TEST: %d CUPTI calls while detached\n", n);
       },
       /*inject=*/false);
   EXPECT_EQ(r.exit_code, 0) << r.err;
@@ -610,6 +611,7 @@ TEST_F(InjectFakeCuptiTest, ABlockDetachesCuptiAtTheFirstWaitAfterItsWindow) {
         if (h.finalized() != 1) std::fprintf(stderr, "TEST: the sync after the window did not detach CUPTI\n");
         if (loop.time() != window_over) std::fprintf(stderr, "TEST: the clock moved\n");
         EndBlockAfterItsDetach(h, loop, 6);
+        if (const int n = h.stray_calls(0); n != 0) std::fprintf(stderr, "TEST: %d CUPTI calls while detached\n", n);
       },
       /*inject=*/false);
   EXPECT_EQ(r.exit_code, 0) << r.err;
