@@ -1026,10 +1026,12 @@ void Tracer::Reattach() {
   attach_generation_.fetch_add(1, std::memory_order_relaxed);
   launch_generation_.fetch_add(1, std::memory_order_relaxed);
   std::string why;
-  BeginCuptiAttach();  // the subscription attaches CUPTI: no other thread of ours calls it meanwhile
-  const bool subscribed = Subscribe(&why) && EnableCallbacks(&why);
+  // The subscription attaches CUPTI: no other thread of ours calls it meanwhile. The callbacks come
+  // on after it, so each of them reads CUPTI's clock again.
+  BeginCuptiAttach();
+  const bool subscribed = Subscribe(&why);
   EndCuptiAttach();
-  if (!subscribed) {
+  if (!subscribed || !EnableCallbacks(&why)) {
     // Nothing is followed from here: the trace ends with the iterations before the detach.
     reattach_error_ = why;
     std::fprintf(stderr, "emo trace: after the window: %s; the block's later iterations are not recorded\n",
