@@ -48,6 +48,9 @@ bool CuptiDetachedBefore();
 // attaches CUPTI; EndCuptiAttach lets them through again, CuptiNow reading CUPTI's clock.
 void BeginCuptiAttach();
 void EndCuptiAttach();
+// Opens the gate where no other thread of the library runs (a session starting after an earlier
+// one's detach): the caller's own next CUPTI call attaches CUPTI.
+void OpenCuptiGate();
 
 // A stretch of CUPTI calls made on one of the library's own threads (the writer decoding a
 // buffer): waits while a detach or an attach is under way, and holds the next one off until it

@@ -29,8 +29,9 @@ namespace {
 // milliseconds.
 constexpr int64_t kDetachPatienceNs = 50'000'000;
 
-// Kernel and graph launches: the sequence the period finder reads. Runtime launches need the
-// exit callback too, to tell the driver launch a runtime call makes from one the program makes.
+// Kernel and graph launches: the sequence the period finder reads (EnableLaunchCallbacks turns all
+// four lists on and off). Runtime launches need the exit callback too, to tell the driver launch a
+// runtime call makes from one the program makes.
 constexpr CUpti_CallbackId kRuntimeLaunches[] = {
     CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_v7000,
     CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_ptsz_v7000,
@@ -40,6 +41,8 @@ constexpr CUpti_CallbackId kRuntimeLaunches[] = {
     CUPTI_RUNTIME_TRACE_CBID_cudaLaunchCooperativeKernel_ptsz_v9000,
     CUPTI_RUNTIME_TRACE_CBID___cudaLaunchKernel_v13000,
     CUPTI_RUNTIME_TRACE_CBID___cudaLaunchKernel_ptsz_v13000,
+};
+constexpr CUpti_CallbackId kRuntimeGraphLaunches[] = {
     CUPTI_RUNTIME_TRACE_CBID_cudaGraphLaunch_v10000,
     CUPTI_RUNTIME_TRACE_CBID_cudaGraphLaunch_ptsz_v10000,
 };
@@ -50,6 +53,8 @@ constexpr CUpti_CallbackId kDriverLaunches[] = {
     CUPTI_DRIVER_TRACE_CBID_cuLaunchKernelEx_ptsz,
     CUPTI_DRIVER_TRACE_CBID_cuLaunchCooperativeKernel,
     CUPTI_DRIVER_TRACE_CBID_cuLaunchCooperativeKernel_ptsz,
+};
+constexpr CUpti_CallbackId kDriverGraphLaunches[] = {
     CUPTI_DRIVER_TRACE_CBID_cuGraphLaunch,
     CUPTI_DRIVER_TRACE_CBID_cuGraphLaunch_ptsz,
 };
@@ -166,12 +171,13 @@ bool IsWait(CUpti_CallbackDomain domain, CUpti_CallbackId cbid) {
   return cbid < member.size() && member[cbid];
 }
 
+constexpr auto kIsRuntimeGraphLaunch = Membership<CUPTI_RUNTIME_TRACE_CBID_SIZE>(kRuntimeGraphLaunches);
+constexpr auto kIsDriverGraphLaunch = Membership<CUPTI_DRIVER_TRACE_CBID_SIZE>(kDriverGraphLaunches);
+
 bool IsGraphLaunch(CUpti_CallbackDomain domain, CUpti_CallbackId cbid) {
-  if (domain == CUPTI_CB_DOMAIN_RUNTIME_API) {
-    return cbid == CUPTI_RUNTIME_TRACE_CBID_cudaGraphLaunch_v10000 ||
-           cbid == CUPTI_RUNTIME_TRACE_CBID_cudaGraphLaunch_ptsz_v10000;
-  }
-  return cbid == CUPTI_DRIVER_TRACE_CBID_cuGraphLaunch || cbid == CUPTI_DRIVER_TRACE_CBID_cuGraphLaunch_ptsz;
+  const auto& member = domain == CUPTI_CB_DOMAIN_RUNTIME_API ? std::span<const bool>(kIsRuntimeGraphLaunch)
+                                                             : std::span<const bool>(kIsDriverGraphLaunch);
+  return cbid < member.size() && member[cbid];
 }
 
 bool IsAnchor(CUpti_CallbackDomain domain, CUpti_CallbackId cbid) {
@@ -185,6 +191,14 @@ template <size_t N>
 void SetCallbacks(CUpti_SubscriberHandle subscriber, CUpti_CallbackDomain domain, const CUpti_CallbackId (&ids)[N],
                   bool on) {
   for (const CUpti_CallbackId id : ids) EMO_CUPTI_OK(cuptiEnableCallback(on ? 1 : 0, subscriber, domain, id));
+}
+
+// The launch callbacks: kernel and graph launches of both APIs.
+void EnableLaunchCallbacks(CUpti_SubscriberHandle subscriber, bool on) {
+  SetCallbacks(subscriber, CUPTI_CB_DOMAIN_RUNTIME_API, kRuntimeLaunches, on);
+  SetCallbacks(subscriber, CUPTI_CB_DOMAIN_RUNTIME_API, kRuntimeGraphLaunches, on);
+  SetCallbacks(subscriber, CUPTI_CB_DOMAIN_DRIVER_API, kDriverLaunches, on);
+  SetCallbacks(subscriber, CUPTI_CB_DOMAIN_DRIVER_API, kDriverGraphLaunches, on);
 }
 
 uint64_t Bits(const void* p) { return static_cast<uint64_t>(reinterpret_cast<uintptr_t>(p)); }
@@ -440,8 +454,7 @@ bool Tracer::Start(const InjectConfig& config, std::string* error, Begin begin) 
   pid_ = static_cast<int>(getpid());
   // After an earlier block's detach: the clock read attaches CUPTI again on this thread, the only
   // one of the library's running (the earlier session's stopped at its end).
-  BeginCuptiAttach();
-  EndCuptiAttach();
+  OpenCuptiGate();
   clock_ = ReadClockReference();
   driver_.Load();
   // The pattern compiled when the configuration was read; compile errors cannot reach here.
@@ -585,8 +598,7 @@ bool Tracer::OpenOutput(std::string* path, int* fd, std::string* error) const {
 }
 
 bool Tracer::EnableCallbacks(std::string* error) {
-  SetCallbacks(subscriber_, CUPTI_CB_DOMAIN_RUNTIME_API, kRuntimeLaunches, true);
-  SetCallbacks(subscriber_, CUPTI_CB_DOMAIN_DRIVER_API, kDriverLaunches, true);
+  EnableLaunchCallbacks(subscriber_, true);
   SetCallbacks(subscriber_, CUPTI_CB_DOMAIN_RUNTIME_API, kRuntimeAnchors, true);
   SetCallbacks(subscriber_, CUPTI_CB_DOMAIN_DRIVER_API, kDriverAnchors, true);
   if (!EMO_CUPTI_OK(
@@ -743,8 +755,7 @@ void Tracer::SetLaunchCallbacks(bool on) {
   if (on == launch_callbacks_on_) return;
   CountLaunchOffStretch(on);
   if (on) launch_generation_.fetch_add(1, std::memory_order_relaxed);
-  SetCallbacks(subscriber_, CUPTI_CB_DOMAIN_RUNTIME_API, kRuntimeLaunches, on);
-  SetCallbacks(subscriber_, CUPTI_CB_DOMAIN_DRIVER_API, kDriverLaunches, on);
+  EnableLaunchCallbacks(subscriber_, on);
   launch_callbacks_on_ = on;
 }
 
