@@ -1,5 +1,5 @@
-# Sourced by the bench/gpu scripts (overhead.sh, overhead_concurrent.sh, overhead_quiet.sh,
-# detach_stress.sh), which set `here` first: EMO and OUT required, PY the PyTorch venv's python
+# Sourced by the bench/gpu scripts (overhead.sh, overhead_concurrent.sh, detach_stress.sh and
+# others), which set `here` first: EMO and OUT required, PY the PyTorch venv's python
 # (else python3) that runs the loops, SPY a python3 for the standard-library summaries.
 : "${EMO:?set EMO to the emo binary}"
 : "${OUT:?set OUT to the output folder}"

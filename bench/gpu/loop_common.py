@@ -40,10 +40,6 @@ training, the generated tokens copied to the host in decode), as user code does.
   - with `--host-spin-us N`, spins the main thread for N µs of wall time at the start of every
     step, inside its timing and before its first launch: a host-side cost of known size, against
     which a design that compares step times can be calibrated (overhead_concurrent.sh's `spin`);
-    with `--spin-phase-ms P` as well, only in alternate phases of P ms from the first timed step
-    ("engaged": spinning, then "quiet", ...), listed as phase_marks [[phase, CLOCK_MONOTONIC ns],
-    ...]: the known cost for a design that compares neighbouring phases of one run
-    (bench/gpu/overhead_quiet.sh, as emo's EMO_TRACE_QUIET_MS phases);
   - prints ONE JSON line on stdout (everything else goes to stderr):
     {"workload", "median_step_ms", "steps", "timed_steps", ..., "step_ms": [every step, warm-up
     included, in order]}.
@@ -88,9 +84,6 @@ def add_args(ap, steps, warmup):
     ap.add_argument("--no-step-list", action="store_true", help="leave out step_ms (the list of every step)")
     ap.add_argument("--host-spin-us", type=float, default=0, metavar="N",
                     help="spin N µs on the main thread at the start of every step, inside its timing (default 0)")
-    ap.add_argument("--spin-phase-ms", type=float, default=0, metavar="P",
-                    help="with --host-spin-us: spin only in alternate phases of P ms from the first timed step, "
-                         "listed as phase_marks (default 0: every step)")
     ap.add_argument("--step-starts", action="store_true",
                     help="add step_start_s: every step's start on CLOCK_MONOTONIC, in seconds (shared by all processes)")
     ap.add_argument("--device", type=int, default=0, help="CUDA device index (default 0)")
@@ -171,25 +164,6 @@ def _profiler(args, torch):
     return prof, ("experimental_config" in kw)
 
 
-def _spin_phase(args, phase_t0):
-    """Whether this step spins: every step, or with --spin-phase-ms only in the engaged phases
-    (even-numbered ones from the first timed step)."""
-    if args.spin_phase_ms <= 0:
-        return True
-    if phase_t0 is None:
-        return False
-    return int((time.monotonic() - phase_t0) * 1e3 // args.spin_phase_ms) % 2 == 0
-
-
-def _phase_marks(t0, end, phase_ms):
-    """[[phase, CLOCK_MONOTONIC ns], ...] from t0 to end (seconds), phases of phase_ms, engaged first."""
-    marks, k = [], 0
-    while t0 + k * phase_ms * 1e-3 <= end:
-        marks.append(["engaged" if k % 2 == 0 else "quiet", round((t0 + k * phase_ms * 1e-3) * 1e9)])
-        k += 1
-    return marks
-
-
 def _phase(args, j):
     """The profiler's phase in timed step j (0-based): what schedule(j) does with it."""
     if j < args.prof_wait:
@@ -213,7 +187,6 @@ def run(workload, args, step, extra=None):
                  f"schedule ({args.prof_wait}+{args.prof_warmup}+{args.prof_active})")
     nvtx = torch.cuda.nvtx if args.nvtx else None
     step_ms, step_cpu_ms, probe_ms, step_instr, step_start_s = [], [], [], [], []
-    phase_t0 = [None]  # CLOCK_MONOTONIC s of the first timed step, with --spin-phase-ms
     counter = None
     if args.instructions:
         from perf_counter import ThreadInstructions  # also opens the emo-* threads' counters below
@@ -227,9 +200,7 @@ def run(workload, args, step, extra=None):
         if args.step_starts:
             step_start_s.append(time.monotonic())
         t0 = time.perf_counter()
-        if args.spin_phase_ms > 0 and phase_t0[0] is None and len(step_ms) == args.warmup:
-            phase_t0[0] = time.monotonic()
-        if args.host_spin_us > 0 and _spin_phase(args, phase_t0[0]):
+        if args.host_spin_us > 0:
             until = t0 + args.host_spin_us * 1e-6
             while time.perf_counter() < until:
                 pass
@@ -319,9 +290,6 @@ def run(workload, args, step, extra=None):
            "region_s": region_s, "region_ms_per_step": region_s * 1e3 / timed,
            "nvtx": bool(args.nvtx), "timing": "perf_counter per step (the step syncs itself); "
                                               "torch.cuda.synchronize only at the timed region's ends"}
-    if args.spin_phase_ms > 0 and phase_t0[0] is not None:
-        out["spin_phase_ms"] = args.spin_phase_ms
-        out["phase_marks"] = _phase_marks(phase_t0[0], time.monotonic(), args.spin_phase_ms)
     if prof:
         by = {}
         for j, ms in enumerate(timed_ms):

@@ -7,7 +7,6 @@ namespace emo::runtime {
 QuietPhases::Action QuietPhases::Poll(int64_t now_ns, bool settled, bool detached, int64_t detached_at_ns) {
   switch (phase_) {
     case Phase::kWaiting:
-    case Phase::kRelearn:
       if (settled && !detached) Begin(Phase::kEngaged, now_ns);
       return Action::kNone;
     case Phase::kEngaged:
@@ -30,12 +29,14 @@ QuietPhases::Action QuietPhases::Poll(int64_t now_ns, bool settled, bool detache
       return Action::kDetachAtAnyExit;
     case Phase::kQuiet:
       if (!detached) {  // attached again by something else
-        Begin(Phase::kRelearn, now_ns);
+        Begin(Phase::kAfter, now_ns);
         return Action::kNone;
       }
       if (now_ns - since_ns_ < phase_ns_) return Action::kNone;
-      Begin(Phase::kRelearn, now_ns);
+      Begin(Phase::kAfter, now_ns);
       return Action::kReattach;
+    case Phase::kAfter:
+      return Action::kNone;
   }
   return Action::kNone;
 }
@@ -62,8 +63,8 @@ const char* QuietPhaseName(QuietPhases::Phase phase) {
       return "detaching";
     case QuietPhases::Phase::kQuiet:
       return "quiet";
-    case QuietPhases::Phase::kRelearn:
-      return "relearn";
+    case QuietPhases::Phase::kAfter:
+      return "after";
   }
   return "waiting";
 }

@@ -492,7 +492,7 @@ bool Tracer::Start(const InjectConfig& config, std::string* error, Begin begin) 
     }
   }
   if (config_.mode == TraceMode::kTrace) window_.emplace(config_.warmup, config_.iterations, /*pretrace=*/true);
-  // Quiet phases measure the tracer of `emo trace`; `emo run`'s follower and a block never settle.
+  // Quiet phases are for the tracer of `emo trace`; `emo run`'s follower and a block never settle.
   if (config_.quiet_ms > 0 && begin_ == Begin::kAtCudaInit && !clock_follower_) {
     quiet_.emplace(config_.quiet_ms * 1'000'000);
     std::fprintf(stderr,

@@ -308,8 +308,8 @@ void Tracer::OnNvtxBoundary(const NvtxBoundary& b) {
 
 void Tracer::StartIteration(uint64_t index, uint64_t loop, uint64_t loop_index, uint64_t period) {
   if (!window_ || writer_failed_) return;
-  // Once the quiet phases have begun, a loop found again after an attach takes no new window:
-  // activities turned on then would be measured as the tracer's cost after its window.
+  // Once the quiet phases have begun, a loop found again after the attach takes no new window:
+  // the run's window is traced, and what follows the quiet phase is the detach's aftermath.
   if (quiet_ && quiet_->phase() != QuietPhases::Phase::kWaiting) return;
   switch (window_->OnIterationStart(index, loop, loop_index, period)) {
     case TraceWindow::Action::kEnable:

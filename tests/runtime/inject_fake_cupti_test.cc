@@ -759,11 +759,11 @@ TEST_F(InjectFakeCuptiTest, AnchorCallTimesIterationsWithLaunchCallbacksOff) {
   EXPECT_LT(std::stoul(meta["launches.seen"]), static_cast<unsigned long>(5 * (n + 1 + 10 + 8)));
 }
 
-// EMO_TRACE_QUIET_MS (bench/gpu/overhead_quiet.sh): once the window is traced and the loop is
+// EMO_TRACE_QUIET_MS (bench/gpu/detach_stress.sh): once the window is traced and the loop is
 // followed by its sync, the tracer detaches CUPTI at a sync for a phase (quiet), attaches again and
 // finds the loop afresh. Its launch callbacks then stay on (CUPTI corrupts the heap when they are
 // switched one by one after a detach: MayStopLaunchCallbacks), so it never settles again: one
-// quiet phase a run, the marks engaged, detaching, quiet, relearn in EMO_TRACE_QUIET_LOG, and the
+// quiet phase a run, the marks engaged, detaching, quiet, after in EMO_TRACE_QUIET_LOG, and the
 // iterations go on being recorded after the hole.
 TEST_F(InjectFakeCuptiTest, QuietPhasesDetachOnceAndKeepTheLaunchCallbacksOnAfter) {
   const std::string log = (dir_ / "quiet.txt").string();
@@ -824,14 +824,14 @@ TEST_F(InjectFakeCuptiTest, QuietPhasesDetachOnceAndKeepTheLaunchCallbacksOnAfte
   EXPECT_EQ(meta["quiet.phases"], "1");
   EXPECT_EQ(meta["cupti.detaches"], "1");
   EXPECT_EQ(meta["anchor.follows"], "1");  // before the detach only
-  // The marks: engaged, detaching, quiet, relearn, times not decreasing; the quiet phase and the
+  // The marks: engaged, detaching, quiet, after, times not decreasing; the quiet phase and the
   // engaged one before it last their 40 ms at least.
   std::ifstream in(log);
   std::vector<std::pair<std::string, int64_t>> marks;
   std::string phase;
   int64_t time = 0;
   while (in >> phase >> time) marks.emplace_back(phase, time);
-  const std::vector<std::string> expected{"engaged", "detaching", "quiet", "relearn"};
+  const std::vector<std::string> expected{"engaged", "detaching", "quiet", "after"};
   ASSERT_EQ(marks.size(), expected.size());
   for (size_t i = 0; i < marks.size(); ++i) {
     EXPECT_EQ(marks[i].first, expected[i]) << i;

@@ -1,5 +1,5 @@
-// The quiet phases' schedule (EMO_TRACE_QUIET_MS): engaged and quiet phases of the set length,
-// the detach at the program's next wait, the relearning stretch after an attach left out.
+// The quiet phases' schedule (EMO_TRACE_QUIET_MS): one engaged and one quiet phase of the set
+// length once settled, the detach at the program's next wait, nothing after the attach.
 #include "emo/runtime/quiet_phases.h"
 
 #include <gtest/gtest.h>
@@ -11,7 +11,7 @@ using Action = QuietPhases::Action;
 using Phase = QuietPhases::Phase;
 constexpr int64_t kMs = 1'000'000;
 
-TEST(QuietPhasesTest, AlternatesEngagedAndQuietPhasesOnceSettled) {
+TEST(QuietPhasesTest, OneEngagedAndOneQuietPhaseOnceSettled) {
   QuietPhases q(100 * kMs);
   // Not settled yet (the window, the anchor): nothing happens.
   EXPECT_EQ(q.Poll(10 * kMs, false, false, 0), Action::kNone);
@@ -27,15 +27,14 @@ TEST(QuietPhasesTest, AlternatesEngagedAndQuietPhasesOnceSettled) {
   EXPECT_EQ(q.phase(), Phase::kQuiet);
   EXPECT_EQ(q.Poll(222 * kMs, false, true, 123 * kMs), Action::kNone);
   EXPECT_EQ(q.Poll(223 * kMs, false, true, 123 * kMs), Action::kReattach);
-  EXPECT_EQ(q.phase(), Phase::kRelearn);
-  // Attached again, the loop found afresh: engaged only once settled.
+  EXPECT_EQ(q.phase(), Phase::kAfter);
+  // Attached again: settled or not, no second phase, however long the run goes on.
   EXPECT_EQ(q.Poll(230 * kMs, false, false, 123 * kMs), Action::kNone);
-  EXPECT_EQ(q.phase(), Phase::kRelearn);
   EXPECT_EQ(q.Poll(260 * kMs, true, false, 123 * kMs), Action::kNone);
-  EXPECT_EQ(q.phase(), Phase::kEngaged);
+  EXPECT_EQ(q.Poll(5000 * kMs, true, false, 123 * kMs), Action::kNone);
+  EXPECT_EQ(q.phase(), Phase::kAfter);
   EXPECT_EQ(q.quiet_phases(), 1u);
-  EXPECT_EQ(QuietMarksText(q.marks()),
-            "engaged 20000000\ndetaching 120000000\nquiet 123000000\nrelearn 223000000\nengaged 260000000\n");
+  EXPECT_EQ(QuietMarksText(q.marks()), "engaged 20000000\ndetaching 120000000\nquiet 123000000\nafter 223000000\n");
 }
 
 TEST(QuietPhasesTest, ALoopThatNeverWaitsIsDetachedAtAnyCallAfterAPhase) {
@@ -56,7 +55,7 @@ TEST(QuietPhasesTest, ADetachOrAttachFromElsewhereMovesThePhase) {
   EXPECT_EQ(q.phase(), Phase::kQuiet);
   EXPECT_EQ(q.marks().back().time_ns, 9 * kMs);
   EXPECT_EQ(q.Poll(20 * kMs, false, false, 9 * kMs), Action::kNone);
-  EXPECT_EQ(q.phase(), Phase::kRelearn);
+  EXPECT_EQ(q.phase(), Phase::kAfter);
 }
 
 }  // namespace

@@ -45,8 +45,8 @@ inline constexpr IntOption kAnchorOption{
 
 inline constexpr IntOption kQuietOption{
     "EMO_TRACE_QUIET_MS", "ms", 0, 600000, 0,
-    "benchmarks only (bench/gpu/overhead_quiet.sh): once settled after the window, alternate phases of this "
-    "length with CUPTI detached and NVML paused (0: never)"};
+    "benchmarks only (bench/gpu/detach_stress.sh): once settled after the window, this long as always, then "
+    "this long with CUPTI detached and NVML paused, then attached again, once a run (0: never)"};
 
 inline constexpr const char* kOutputEnv = "EMO_TRACE_OUT";
 // Where the quiet phases' marks go (lines "<phase> <CLOCK_MONOTONIC ns>"), written at the end.
