@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Does CUPTI's detach and attach mid-run abort the program? `emo trace` with quiet phases
 # (EMO_TRACE_QUIET_MS=PHASE_MS; docs/runtime.md "Quiet phases") on the training loop detaches
-# CUPTI (cuptiFinalize) and attaches it again every 2 x PHASE_MS or so once its window is traced:
-# short phases make many detaches a run. Each tracer library named in LIBS runs ROUNDS times,
+# CUPTI (cuptiFinalize) PHASE_MS after its window is traced and attaches it again PHASE_MS later:
+# once a run since 5268a20; libraries before it cycled to the end of the run, so short phases made
+# many detaches a run. Each tracer library named in LIBS runs ROUNDS times,
 # interleaved, and each run's exit status and CUPTI detaches (`emo trace --json`: cupti_detaches)
 # are kept: an abort rate per library, e.g. a library built before a fix against one after it.
 #
