@@ -109,11 +109,12 @@ std::vector<int> ShareKindsOf(const trace::Trace& trace) {
   std::vector<int> out(gpu.size(), 0);
   std::unordered_set<int64_t> convolutions;  // External ids
   const trace::CpuEventTable& cpu = trace.cpu;
+  std::unordered_map<uint32_t, bool> conv_name;  // operator names repeat by the thousand too
   for (size_t i = 0; i < cpu.size(); ++i) {
-    if (cpu.kind[i] == trace::CpuKind::kOp && cpu.external_id[i] >= 0 &&
-        IsConvolutionOp(trace.Name(cpu.name[i]))) {
-      convolutions.insert(cpu.external_id[i]);
-    }
+    if (cpu.kind[i] != trace::CpuKind::kOp || cpu.external_id[i] < 0) continue;
+    auto [it, inserted] = conv_name.try_emplace(cpu.name[i].value(), false);
+    if (inserted) it->second = IsConvolutionOp(trace.Name(cpu.name[i]));
+    if (it->second) convolutions.insert(cpu.external_id[i]);
   }
   std::unordered_map<uint32_t, int> by_name;  // names repeat by the thousand: each read once
   for (uint32_t i = 0; i < gpu.size(); ++i) {
