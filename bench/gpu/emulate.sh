@@ -22,8 +22,11 @@
 # plain one (flagged fragile: `fragile_time` in the summary) does not? A margin of `auto` plans
 # with `--time-margin auto` (the smallest margin whose plan is not fragile; key Smauto).
 #
+# RUN_STEPS (400): the steps of each `emo run`; more steps give more of the guard's default-clock
+# re-timings (one every 50 iterations) to read the plan against.
+#
 #   EMO=build/device/bin/emo OUT=o [ROUNDS=3] [LOOPS="train decode streams"] [AB_LOOPS=streams] \
-#     [SLOWDOWNS="0.02 0.10"] [MARGINS=0] bash bench/gpu/emulate.sh
+#     [SLOWDOWNS="0.02 0.10"] [MARGINS=0] [RUN_STEPS=400] bash bench/gpu/emulate.sh
 # Writes $OUT/emulate/summary.json and the runs' JSON reports.
 set -uo pipefail
 : "${EMO:?set EMO}" "${OUT:?set OUT}"
@@ -34,6 +37,7 @@ LOOPS="${LOOPS:-train decode streams}"
 AB_LOOPS="${AB_LOOPS:-streams}"
 SLOWDOWNS="${SLOWDOWNS:-0.02 0.10}"
 MARGINS="${MARGINS:-0}"
+RUN_STEPS="${RUN_STEPS:-400}"
 # One plan per slowdown and margin, named S (margin 0) or SmM (`--time-margin M`).
 plans=()
 for s in $SLOWDOWNS; do
@@ -60,7 +64,7 @@ for loop in $LOOPS; do
 done
 for ((r = 1; r <= ROUNDS; r++)); do
   for loop in $LOOPS; do
-    read -ra cmd <<<"$(loop_command "$loop" 400)"
+    read -ra cmd <<<"$(loop_command "$loop" "$RUN_STEPS")"
     for s in "${plans[@]}"; do
       order=(emulate)
       if [[ " $AB_LOOPS " == *" $loop "* ]]; then
