@@ -9,7 +9,7 @@
 
 #include <cupti.h>
 
-#include "../src/runtime/clock_reference.h"
+#include "runtime/clock_reference.h"
 
 namespace emo::runtime {
 namespace {
