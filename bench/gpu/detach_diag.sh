@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Where did a quiet-phase run abort? (bench/gpu/detach_stress.sh: before 5268a20 every run of the
 # training loop with EMO_TRACE_QUIET_MS=250 ended with glibc's "corrupted double-linked list" on an
-# H100; BENCHMARKS.md Order 7, "Where the quiet phases abort".)
+# H100; BENCHMARKS.md, "Where the quiet phases abort: CUPTI itself".)
 # Runs the same `emo trace` a few ways and keeps each run's stderr:
 #   faulthandler  the training loop with PYTHONFAULTHANDLER=1 (the Python stack of every thread
 #                 at the abort)

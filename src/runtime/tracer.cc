@@ -165,25 +165,26 @@ constexpr CUpti_CallbackId kDriverWaits[] = {
 constexpr auto kIsRuntimeWait = Membership<CUPTI_RUNTIME_TRACE_CBID_SIZE>(kRuntimeWaits);
 constexpr auto kIsDriverWait = Membership<CUPTI_DRIVER_TRACE_CBID_SIZE>(kDriverWaits);
 
-bool IsWait(CUpti_CallbackDomain domain, CUpti_CallbackId cbid) {
-  const auto& member = domain == CUPTI_CB_DOMAIN_RUNTIME_API ? std::span<const bool>(kIsRuntimeWait)
-                                                             : std::span<const bool>(kIsDriverWait);
+// Whether `cbid` of `domain` is marked in the domain's table (runtime or driver).
+bool Marked(CUpti_CallbackDomain domain, CUpti_CallbackId cbid, std::span<const bool> runtime,
+            std::span<const bool> driver) {
+  const std::span<const bool> member = domain == CUPTI_CB_DOMAIN_RUNTIME_API ? runtime : driver;
   return cbid < member.size() && member[cbid];
+}
+
+bool IsWait(CUpti_CallbackDomain domain, CUpti_CallbackId cbid) {
+  return Marked(domain, cbid, kIsRuntimeWait, kIsDriverWait);
 }
 
 constexpr auto kIsRuntimeGraphLaunch = Membership<CUPTI_RUNTIME_TRACE_CBID_SIZE>(kRuntimeGraphLaunches);
 constexpr auto kIsDriverGraphLaunch = Membership<CUPTI_DRIVER_TRACE_CBID_SIZE>(kDriverGraphLaunches);
 
 bool IsGraphLaunch(CUpti_CallbackDomain domain, CUpti_CallbackId cbid) {
-  const auto& member = domain == CUPTI_CB_DOMAIN_RUNTIME_API ? std::span<const bool>(kIsRuntimeGraphLaunch)
-                                                             : std::span<const bool>(kIsDriverGraphLaunch);
-  return cbid < member.size() && member[cbid];
+  return Marked(domain, cbid, kIsRuntimeGraphLaunch, kIsDriverGraphLaunch);
 }
 
 bool IsAnchor(CUpti_CallbackDomain domain, CUpti_CallbackId cbid) {
-  const auto& member = domain == CUPTI_CB_DOMAIN_RUNTIME_API ? std::span<const bool>(kIsRuntimeAnchor)
-                                                             : std::span<const bool>(kIsDriverAnchor);
-  return cbid < member.size() && member[cbid];
+  return Marked(domain, cbid, kIsRuntimeAnchor, kIsDriverAnchor);
 }
 
 // Turns the callbacks of `ids` in `domain` on or off.
