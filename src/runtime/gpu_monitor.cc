@@ -227,7 +227,11 @@ void GpuMonitor::Resolve(uint32_t ordinal) {
   sink_(Encode(fmt::RecordType::kGpu, g),
         id.name.empty() ? std::string("CUDA device ") + std::to_string(ordinal) : id.name,
         static_cast<int>(offsetof(fmt::GpuRecord, name)));
-  if (d.handle != nullptr) devices_.push_back(d);
+  if (d.handle == nullptr) return;
+  // The counter's first read now, not at the next energy tick (up to kEnergyPeriod later): a
+  // program's first iterations can follow its GPU's first use within milliseconds.
+  ReadEnergy(&d);
+  devices_.push_back(d);
 }
 
 void GpuMonitor::ReadEnergy(Device* d) {

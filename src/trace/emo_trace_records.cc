@@ -216,27 +216,38 @@ ClockStats ClockOver(const EmoRecords& r, uint32_t device, TimeNs from, TimeNs t
   return c;
 }
 
-// Each GPU's energy per iteration over the longest run of consecutive marked iterations that
-// abut in time (a left-out iteration of another loop, or the hand-over from launch-period to
-// anchor iterations, leaves a stretch of time that belongs to no counted iteration).
-// `traced` spans the traced iterations (the clock their durations ran at), empty when none.
-std::vector<GpuEnergy> GpuEnergies(const EmoRecords& r, const std::vector<emo_format::IterationRecord>& its,
-                                   const std::vector<bool>& usable, std::pair<TimeNs, TimeNs> traced) {
-  std::vector<GpuEnergy> out;
+// The longest run of consecutive usable iterations that abut in time (a left-out iteration of
+// another loop, or the hand-over from launch-period to anchor iterations, leaves a stretch of time
+// that belongs to no counted iteration) and lie within [from, to]: {first, count}.
+std::pair<size_t, size_t> LongestAbuttingRun(const std::vector<emo_format::IterationRecord>& its,
+                                             const std::vector<bool>& usable, TimeNs from, TimeNs to) {
+  auto in = [&](size_t i) { return usable[i] && its[i].start_ns >= from && its[i].end_ns <= to; };
   size_t best_first = 0, best_n = 0;
   for (size_t i = 0; i < its.size();) {
-    if (!usable[i]) {
+    if (!in(i)) {
       ++i;
       continue;
     }
     size_t j = i + 1;
-    while (j < its.size() && usable[j] && its[j].start_ns == its[j - 1].end_ns) ++j;
+    while (j < its.size() && in(j) && its[j].start_ns == its[j - 1].end_ns) ++j;
     if (j - i > best_n) {
       best_first = i;
       best_n = j - i;
     }
     i = j;
   }
+  return {best_first, best_n};
+}
+
+// Each GPU's energy per iteration over the longest abutting run of usable iterations that its
+// counter reads bracket (a run's first iterations can start before the monitor's first read of a
+// GPU it has just met). `traced` spans the traced iterations (the clock their durations ran at),
+// empty when none.
+std::vector<GpuEnergy> GpuEnergies(const EmoRecords& r, const std::vector<emo_format::IterationRecord>& its,
+                                   const std::vector<bool>& usable, std::pair<TimeNs, TimeNs> traced) {
+  std::vector<GpuEnergy> out;
+  const std::pair<size_t, size_t> any =
+      LongestAbuttingRun(its, usable, std::numeric_limits<TimeNs>::min(), std::numeric_limits<TimeNs>::max());
 
   std::vector<uint32_t> devices;
   for (const auto& g : r.gpus) devices.push_back(g.device);
@@ -274,6 +285,11 @@ std::vector<GpuEnergy> GpuEnergies(const EmoRecords& r, const std::vector<emo_fo
       std::nth_element(idle.begin(), idle.begin() + static_cast<ptrdiff_t>(idle.size() / 2), idle.end());
       g.idle_power_w = idle[idle.size() / 2];
     }
+    // Without reads around any of them, the window still says which iterations it would be.
+    std::pair<size_t, size_t> run =
+        reads.empty() ? any : LongestAbuttingRun(its, usable, reads.front().time_ns, reads.back().time_ns);
+    if (run.second == 0) run = any;
+    const auto [best_first, best_n] = run;
     double e0 = 0, e1 = 0;
     if (best_n > 0) {
       g.window_start = its[best_first].start_ns;

@@ -36,9 +36,12 @@ bool Traced(uint64_t i) { return i == kTraced[0] || i == kTraced[1]; }
 // iterations start that much later in the loop (a stretch of time between iterations 8 and 9
 // belongs to none).
 // `clocks`: NVML SM clock reads to add (ClockRecord).
+// `first_energy_read`: when the monitor first read the counter (the counter's steps stay where
+// they are; earlier reads are left out).
 std::string TwoStreamLoop(bool compress = false, bool end = true, bool pretrace = false, int64_t anchor_shift = 0,
                           const std::map<std::string, std::string>& end_meta = {},
-                          const std::vector<ef::ClockRecord>& clocks = {}) {
+                          const std::vector<ef::ClockRecord>& clocks = {},
+                          int64_t first_energy_read = kT0 - 100 * kMs) {
   EmoTraceWriter w;
   w.Meta({{"format", "emo-trace"}, {"host", "h200-box"}, {"pid", "4242"}, {"rank", "3"}, {"world_size", "8"},
           {"config.mode", "trace"}, {"iteration.source", "launch_period"}, {"clock.cupti_ns", "1000"},
@@ -48,7 +51,7 @@ std::string TwoStreamLoop(bool compress = false, bool end = true, bool pretrace 
   gpu.name = w.Str("NVIDIA H200");
   w.Add(ef::RecordType::kGpu, gpu);
   for (int64_t t = kT0 - 400 * kMs; t < kT0; t += 20 * kMs) w.Add(ef::RecordType::kPower, ef::PowerRecord{t, 0, 50'000});
-  for (int64_t t = kT0 - 100 * kMs; t <= kT0 + 15 * kIteration; t += 50 * kMs) {
+  for (int64_t t = first_energy_read; t <= kT0 + 15 * kIteration; t += 50 * kMs) {
     const int64_t steps = (t - (kT0 - 100 * kMs)) / (100 * kMs);
     w.Add(ef::RecordType::kEnergy, ef::EnergyRecord{t, static_cast<uint64_t>(1'000'000 + steps * 10'000), 0, 3000});
   }
@@ -246,6 +249,38 @@ TEST(EmoTraceReaderTest, TheEnergyWindowDoesNotSpanTheHandOverToAnchoredIteratio
   // within one step (10 J) over five iterations of the true 10 J per iteration.
   EXPECT_NEAR(g.energy_per_iteration_j, 10.0, 10.0 / 5 + 1e-9);
   std::filesystem::remove(path);
+}
+
+// The monitor's first read of a GPU can come after the untraced iterations began (it meets the
+// GPU when the program first uses it): the energy window is the longest run the reads bracket,
+// not no energy at all.
+TEST(EmoTraceReaderTest, TheEnergyWindowStartsAtTheFirstIterationTheCounterReadsCover) {
+  const auto path =
+      WriteTemp("late_read.emotrace", TwoStreamLoop(false, true, false, 0, {}, {}, kT0 + 8 * kIteration + 20 * kMs));
+  auto t = trace::ReadTrace(path);
+  ASSERT_TRUE(t.ok()) << t.status().message();
+  const auto& run = *t->meta.run;
+  EXPECT_EQ(run.untraced_iterations, 6);  // the step time still counts 8..13
+  ASSERT_EQ(run.gpus.size(), 1u);
+  const auto& g = run.gpus[0];
+  ASSERT_TRUE(g.HasEnergy());
+  EXPECT_EQ(g.iterations, 5);  // 9..13: iteration 8 began 20 ms before the first read
+  EXPECT_EQ(g.window_start, kT0 + 9 * kIteration);
+  EXPECT_EQ(g.window_end, kT0 + 14 * kIteration);
+  // The window's start falls between two reads: within one counter step (10 J) over five iterations.
+  EXPECT_NEAR(g.energy_per_iteration_j, 10.0, 10.0 / 5 + 1e-9);
+  std::filesystem::remove(path);
+
+  // Reads that bracket none of the iterations (from 20 ms into the last one) leave the window
+  // named but without energy.
+  const auto none_path =
+      WriteTemp("no_cover.emotrace", TwoStreamLoop(false, true, false, 0, {}, {}, kT0 + 13 * kIteration + 20 * kMs));
+  auto none = trace::ReadTrace(none_path);
+  ASSERT_TRUE(none.ok()) << none.status().message();
+  EXPECT_GT(none->meta.run->gpus[0].counter_reads, 0);
+  EXPECT_FALSE(none->meta.run->gpus[0].HasEnergy());
+  EXPECT_EQ(none->meta.run->gpus[0].iterations, 6);
+  std::filesystem::remove(none_path);
 }
 
 // `emo run`: the iterations before the plan's first switch and those while it held, each with
