@@ -28,11 +28,17 @@ int64_t RealtimeNs() {
   return static_cast<int64_t>(ts.tv_sec) * 1'000'000'000 + ts.tv_nsec;
 }
 
-// The child's pid while it runs, for the signal forwarder.
+// The child's pid while it runs, for the signal forwarder; a signal that came before the child
+// had a pid (between the handler's installation and the fork's return) waits in g_pending.
 volatile sig_atomic_t g_child = 0;
+volatile sig_atomic_t g_pending = 0;
 
 void Forward(int sig) {
-  if (g_child > 0) kill(static_cast<pid_t>(g_child), sig);
+  if (g_child > 0) {
+    kill(static_cast<pid_t>(g_child), sig);
+  } else {
+    g_pending = sig;
+  }
 }
 
 // A regex matching the file names an output pattern's %-fields can produce.
@@ -149,9 +155,27 @@ Result<LaunchResult> RunUnderTracer(const LaunchOptions& o) {
   argv.push_back(nullptr);
 
   const int64_t start_ns = RealtimeNs();
+  // The forwarder is in place before the fork: a SIGTERM that reaches emo as soon as the program
+  // runs (a job scheduler's, a test's) is passed on, not emo's own end with the program left
+  // running.
+  struct sigaction forward{}, old_int{}, old_term{};
+  forward.sa_handler = Forward;
+  sigemptyset(&forward.sa_mask);
+  g_pending = 0;
+  sigaction(SIGINT, &forward, &old_int);
+  sigaction(SIGTERM, &forward, &old_term);
+  auto restore = [&] {
+    sigaction(SIGINT, &old_int, nullptr);
+    sigaction(SIGTERM, &old_term, nullptr);
+  };
   const pid_t pid = fork();
-  if (pid < 0) return IoError(fmt::format("cannot start {}: fork failed: {}", o.command[0], std::strerror(errno)));
+  if (pid < 0) {
+    restore();
+    return IoError(fmt::format("cannot start {}: fork failed: {}", o.command[0], std::strerror(errno)));
+  }
   if (pid == 0) {
+    // The program starts with emo's caller's dispositions (exec would reset the handler anyway).
+    restore();
     execvpe(argv[0], argv.data(), envp.data());
     // No allocation between fork and exit: the message is written piece by piece.
     const char* why = std::strerror(errno);
@@ -161,18 +185,13 @@ Result<LaunchResult> RunUnderTracer(const LaunchOptions& o) {
     _exit(127);
   }
   g_child = pid;
-  struct sigaction forward{}, old_int{}, old_term{};
-  forward.sa_handler = Forward;
-  sigemptyset(&forward.sa_mask);
-  sigaction(SIGINT, &forward, &old_int);
-  sigaction(SIGTERM, &forward, &old_term);
+  if (g_pending != 0) kill(pid, g_pending);
   int status = 0;
   pid_t waited;
   do {
     waited = waitpid(pid, &status, 0);
   } while (waited < 0 && errno == EINTR);
-  sigaction(SIGINT, &old_int, nullptr);
-  sigaction(SIGTERM, &old_term, nullptr);
+  restore();
   g_child = 0;
   if (waited < 0) return IoError(fmt::format("waiting for {} failed: {}", o.command[0], std::strerror(errno)));
   if (WIFEXITED(status)) {
