@@ -73,6 +73,31 @@ std::optional<Emulated> EmulatedOf(const trace::RunMeasurement& r) {
                   split.paired_in_force_over_default.second};
 }
 
+// A plan holds for the iteration it was made from. When this run's default-clock iterations take
+// more than kRegimeFactor times as long as the plan's baseline, or less than 1/kRegimeFactor, the
+// program ran in another regime than the trace (a warm-up phase traced, other inputs or sizes):
+// the plan's predicted slowdown and saving are not this run's. The factor is wide enough for a
+// CPU-bound loop's drift between processes (up to ~1.3x on the H200's training loop) and for the
+// launch callbacks `emo run` keeps on.
+constexpr double kRegimeFactor = 1.5;
+struct PlanRegime {
+  double planned_ms = 0, default_ms = 0;
+  std::string default_from;  // which of this run's iterations
+  bool Differs() const { return default_ms > kRegimeFactor * planned_ms || default_ms * kRegimeFactor < planned_ms; }
+};
+std::optional<PlanRegime> PlanRegimeOf(const trace::RunMeasurement& r) {
+  const auto it = r.policy_run.find("predicted_baseline_ns");
+  if (!r.plan || it == r.policy_run.end()) return std::nullopt;
+  const double planned_ns = std::atof(it->second.c_str());
+  const auto& split = *r.plan;
+  const bool interleaved = split.interleaved_default_step.second >= kMinInterleaved;
+  const auto& step = interleaved ? split.interleaved_default_step : split.before_step;
+  if (planned_ns <= 0 || step.first <= 0) return std::nullopt;
+  return PlanRegime{planned_ns * 1e-6, Ms(step.first),
+                    fmt::format("median of {} iterations at the default clock {}", step.second,
+                                interleaved ? "between the plan's (the guard's re-timings)" : "before the plan")};
+}
+
 // `emo run` with a traced window: each pack switch against its pack's start on the GPU in the
 // same run. The run says when each lock took effect and when the pack's iteration began (meta
 // run.switch_times_ns, on the trace's clock) and where each pack starts in the iteration's
@@ -229,6 +254,17 @@ nlohmann::json RunToJson(const std::string& path, const trace::Trace& t) {
                           {"interleaved_default", steps(r.plan->interleaved_default_step)},
                           {"note", "measured: the program's iterations before the plan's first switch and while it held "
                                    "(the guard's re-timings of the default clock included)"}};
+    if (const auto g = PlanRegimeOf(r)) {
+      j["policy_effect"]["plan_iteration"] = {
+          {"planned_ms", g->planned_ms},
+          {"default_clock_ms", g->default_ms},
+          {"default_clock_from", g->default_from},
+          {"matches", !g->Differs()},
+          {"note", fmt::format("the plan's iteration at the default clock (its baseline) against this run's; beyond "
+                               "x{:.1f} either way the program ran in another regime than the trace the plan came "
+                               "from, and the plan's predictions do not apply",
+                               kRegimeFactor)}};
+    }
     if (const auto e = EmulatedOf(r)) {
       j["policy_effect"]["emulated"] = {
           {"predicted_slowdown_pct", e->predicted_pct},
@@ -365,6 +401,13 @@ std::string RunText(const std::string& path, const trace::Trace& t) {
     } else {
       s += fmt::format("  under the plan    {} iterations timed under it, {} before it: too few to compare\n",
                        p.under_step.second, p.before_step.second);
+    }
+    if (const auto g = PlanRegimeOf(r); g && g->Differs()) {
+      s += fmt::format("  WARNING           the plan was made for a {:.3f} ms iteration at the default clock; this run's "
+                       "take {:.3f} ms ({}), x{:.2f}: the program ran in another regime than the trace the plan came "
+                       "from (a warm-up phase traced? other inputs?), so the plan's predicted slowdown and saving do not "
+                       "apply; trace the program where it runs steadily and plan again\n",
+                       g->planned_ms, g->default_ms, g->default_from, g->default_ms / g->planned_ms);
     }
     if (const auto emulated = EmulatedOf(r)) {
       s += fmt::format("  emulated plan     measured {:+.1f} % ({}) against {:+.1f} % predicted by the plan (model {}): "

@@ -50,5 +50,37 @@ TEST(RunReportTest, AnEmulatedPlanReportsThePairedSlowdownBesideTheMedians) {
   EXPECT_EQ(RunText("run.emotrace", EmulatedRun(0)).find("emulated, paired"), std::string::npos);
 }
 
+// A plan made from a 10 ms iteration, followed in a run whose default-clock iterations take 15 ms
+// (x1.5, the edge: still the plan's regime) or 2 ms (a regime the trace did not show: warned).
+TEST(RunReportTest, ARunInAnotherRegimeThanThePlansIterationIsWarnedOf) {
+  trace::Trace t = EmulatedRun(2);
+  nlohmann::json j = RunToJson("run.emotrace", t);
+  const auto& same = j.at("policy_effect").at("plan_iteration");
+  EXPECT_NEAR(same.at("planned_ms").get<double>(), 10.0, 1e-9);
+  EXPECT_NEAR(same.at("default_clock_ms").get<double>(), 15.0, 1e-9);  // the guard's re-timings
+  EXPECT_TRUE(same.at("matches").get<bool>());
+  EXPECT_EQ(RunText("run.emotrace", t).find("WARNING"), std::string::npos);
+
+  t.meta.run->plan->interleaved_default_step = {2 * kMs, 25};
+  j = RunToJson("run.emotrace", t);
+  EXPECT_FALSE(j.at("policy_effect").at("plan_iteration").at("matches").get<bool>());
+  const std::string text = RunText("run.emotrace", t);
+  EXPECT_NE(text.find("the plan was made for a 10.000 ms iteration at the default clock; this run's take 2.000 ms"),
+            std::string::npos)
+      << text;
+  EXPECT_NE(text.find("x0.20"), std::string::npos) << text;
+
+  // Too few re-timings: the iterations before the plan are the run's default clock.
+  t.meta.run->plan->interleaved_default_step = {2 * kMs, 3};
+  t.meta.run->plan->before_step = {40 * kMs, 8};
+  j = RunToJson("run.emotrace", t);
+  EXPECT_NEAR(j.at("policy_effect").at("plan_iteration").at("default_clock_ms").get<double>(), 40.0, 1e-9);
+  EXPECT_FALSE(j.at("policy_effect").at("plan_iteration").at("matches").get<bool>());
+
+  // A run without the plan's baseline (a policy that carries none) says nothing of it.
+  t.meta.run->policy_run.erase("predicted_baseline_ns");
+  EXPECT_FALSE(RunToJson("run.emotrace", t).at("policy_effect").contains("plan_iteration"));
+}
+
 }  // namespace
 }  // namespace emo::report
