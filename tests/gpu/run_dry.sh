@@ -23,7 +23,10 @@ bash "$root/bench/gpu/build_streams_graph.sh" "$out/streams_graph"
 "$EMO" trace -o "$out/sg_%r.emotrace" --warmup 30 --iterations 4 -- "$out/streams_graph" --iters 300 --warmup 10 \
   --no-step-list > "$out/trace.out" 2>&1
 trace="$(ls "$out"/sg_*.emotrace | head -1)"
-"$EMO" optimize "$trace" --device h200 --policy "$out/policy.json" > "$out/optimize.txt"
+# The device model of the GPU this runs on (device_model: $DEVICE, else from nvidia-smi's name).
+# shellcheck source=../../bench/gpu/loops.sh
+source "$root/bench/gpu/loops.sh"
+"$EMO" optimize "$trace" --device "$(device_model)" --policy "$out/policy.json" > "$out/optimize.txt"
 set +e
 "$EMO" run --policy "$out/policy.json" --guard 0 --switch-log "$out/switches.jsonl" --json "$out/run.json" -- \
   "$out/streams_graph" --iters 1500 --warmup 10 --no-step-list > "$out/run.out" 2>&1
