@@ -121,15 +121,15 @@ TEST(NumbersTest, CalibrateTakesAnEmoTracesOwnMeasurement) {
   EXPECT_NE(refused.out.find("not an EMO trace"), std::string::npos) << refused.out;
 }
 
-// `--time-margin auto` plans at 0, 0.1, 0.25, ... in turn and keeps the first plan that is not
-// fragile: the CPU-bound training loop's plans at 0 and 0.1 are (tests/opt/trace_plan_test.cc),
+// `--time-margin auto` (the default) plans at 0, 0.1, 0.25, ... in turn and keeps the first plan
+// that is not fragile: the CPU-bound training loop's plans at 0 and 0.1 are (tests/opt/trace_plan_test.cc),
 // so it lands on the same plan as --time-margin 0.25 and says which margins it passed; a loop
 // whose first plan is not fragile keeps it, as with 0. A margin that is not a fraction from 0 to
 // 4 or "auto" is refused by name.
 TEST(NumbersTest, AnAutoTimeMarginIsTheFirstThatLeavesNoFragilePlan) {
   const std::string train = EMO_SOURCE_DIR "/data/h200_emo/train_loop.emotrace";
   const std::string decode = EMO_SOURCE_DIR "/data/h200_emo/decode_loop.emotrace";
-  const auto at0 = EmoJson("optimize " + train + " --device h200", "margin_0");
+  const auto at0 = EmoJson("optimize " + train + " --device h200 --time-margin 0", "margin_0");
   ASSERT_TRUE(at0["plan"]["fragile_time"].get<bool>()) << "the check checks nothing: the plan at 0 is not fragile";
   const auto fixed = EmoJson("optimize " + train + " --device h200 --time-margin 0.25", "margin_025");
   const auto autom = EmoJson("optimize " + train + " --device h200 --time-margin auto", "margin_auto");
@@ -138,11 +138,11 @@ TEST(NumbersTest, AnAutoTimeMarginIsTheFirstThatLeavesNoFragilePlan) {
   EXPECT_EQ(autom["plan"]["time_margin_auto_fragile_at"], nlohmann::json::parse("[0.0, 0.1]"));
   EXPECT_DOUBLE_EQ(autom["plan"]["energy_j"].get<double>(), fixed["plan"]["energy_j"].get<double>());
   EXPECT_FALSE(fixed["plan"].contains("time_margin_auto_fragile_at"));
-  const EmoRun text = Emo("optimize " + train + " --device h200 --time-margin auto");
+  const EmoRun text = Emo("optimize " + train + " --device h200");  // auto is the default
   EXPECT_NE(text.out.find("time margin: auto, 0.25 (the plans at 0, 0.1 were fragile)"), std::string::npos)
       << text.out;
 
-  const auto d0 = EmoJson("optimize " + decode + " --device h200", "margin_decode_0");
+  const auto d0 = EmoJson("optimize " + decode + " --device h200 --time-margin 0", "margin_decode_0");
   ASSERT_FALSE(d0["plan"]["fragile_time"].get<bool>());
   const auto dauto = EmoJson("optimize " + decode + " --device h200 --time-margin auto", "margin_decode_auto");
   EXPECT_DOUBLE_EQ(dauto["plan"]["time_margin"].get<double>(), 0.0);

@@ -32,7 +32,7 @@ struct OptimizeArgs {
   std::string device;
   std::string devices_dir;
   double max_slowdown = 0.02;
-  std::string time_margin = "0";  // a fraction, or "auto"
+  std::string time_margin = "auto";  // a fraction, or "auto"
   double min_pack_ms = 0;        // 0: 20 switch latencies (below)
   double switch_latency_us = -1;  // -1: the device file's
   std::string solver = "auto";
@@ -201,12 +201,12 @@ void SetupOptimize(CLI::App& app, int& exit_code) {
   cmd->add_option("--time-margin", args->time_margin,
                   "Plan so that the latency target also holds if every op's extra time at its planned clock is\n"
                   "this fraction larger than the device model says (0.25: 25 % larger, 0 to 4); the figures\n"
-                  "reported are the model's own. 0: the target holds for the model's times exactly, and a plan\n"
-                  "may sit where the iteration's slack runs out (see the sensitivity line and the fragile-plan\n"
-                  "warning). auto: plan at 0, 0.1, 0.25, 0.5, 1 in turn and keep the first plan that is not\n"
-                  "fragile (every rank's, for a job)")
+                  "reported are the model's own. auto (the default): plan at 0, 0.1, 0.25, 0.5, 1 in turn and\n"
+                  "keep the first plan that is not fragile (every rank's, for a job). 0: the target holds for\n"
+                  "the model's times exactly, and a plan may sit where the iteration's slack runs out (see the\n"
+                  "sensitivity line and the fragile-plan warning)")
       ->check(InRangeOr(0, 4, "auto"))
-      ->default_str("0");
+      ->default_str("auto");
   cmd->add_option("--min-pack-ms", args->min_pack_ms,
                   "Minimum pack length (ms) (default: 20 clock-switch latencies, from --switch-latency-us or the\n"
                   "device file; the H200's is not measured: 500 us is an assumption, so 10 ms)")
