@@ -21,6 +21,7 @@ see loop_common.py for every option (--steps, --warmup, --nvtx, --torch-profiler
   emo trace -o d.emo -- python bench/gpu/decode_loop.py
 """
 import argparse
+import contextlib
 
 import loop_common
 
@@ -58,21 +59,35 @@ def build(args):
         k_cache = torch.zeros(L, B, h, args.max_len, hd, device=dev, dtype=dt)
         v_cache = torch.zeros_like(k_cache)
 
+    positions = torch.arange(args.max_len, device=dev)
+    if args.sdpa == "default":
+        sdpa_backend = contextlib.nullcontext
+    else:
+        from torch.nn.attention import SDPBackend, sdpa_kernel
+        chosen = {"flash": SDPBackend.FLASH_ATTENTION, "efficient": SDPBackend.EFFICIENT_ATTENTION,
+                  "cudnn": SDPBackend.CUDNN_ATTENTION, "math": SDPBackend.MATH}[args.sdpa]
+        sdpa_backend = lambda: sdpa_kernel(chosen)  # noqa: E731
+
     def forward(ids, start):
         """ids: (B, T) tokens at positions start..start+T-1; fills the cache there; returns the
         next token of each sequence (greedy), on the GPU."""
         T = ids.shape[1]
         x = tok(ids) + pos.weight[start:start + T]
+        mask = (positions < start + T)[None, None, None, :] if T == 1 and args.attention == "static" else None
         for i, blk in enumerate(blocks):
             q, k, v = blk.qkv(blk.ln1(x)).split(d, dim=2)
             q = q.view(B, T, h, hd).transpose(1, 2)
             k_cache[i, :, :, start:start + T] = k.view(B, T, h, hd).transpose(1, 2)
             v_cache[i, :, :, start:start + T] = v.view(B, T, h, hd).transpose(1, 2)
-            k_all, v_all = k_cache[i, :, :, :start + T], v_cache[i, :, :, :start + T]
-            if T == 1:
-                y = F.scaled_dot_product_attention(q, k_all, v_all)
-            else:  # prefill from position 0: plain causal attention
-                y = F.scaled_dot_product_attention(q, k_all, v_all, is_causal=True)
+            with sdpa_backend():
+                if T > 1:  # prefill from position 0: plain causal attention
+                    k_all, v_all = k_cache[i, :, :, :start + T], v_cache[i, :, :, :start + T]
+                    y = F.scaled_dot_product_attention(q, k_all, v_all, is_causal=True)
+                elif args.attention == "static":  # the whole cache, the positions not yet written masked
+                    y = F.scaled_dot_product_attention(q, k_cache[i], v_cache[i], attn_mask=mask)
+                else:  # the filled part of the cache: a key length one longer every step
+                    k_all, v_all = k_cache[i, :, :, :start + T], v_cache[i, :, :, :start + T]
+                    y = F.scaled_dot_product_attention(q, k_all, v_all)
             x = x + blk.proj(y.transpose(1, 2).reshape(B, T, d))
             x = x + blk.out(F.gelu(blk.fc(blk.ln2(x)), approximate="tanh"))
         logits = F.linear(ln_f(x[:, -1]), tok.weight)  # head tied to the token embedding
@@ -111,6 +126,11 @@ def main():
     ap.add_argument("--prompt", type=int, default=128, help="prompt tokens per sequence (prefilled once)")
     ap.add_argument("--max-len", type=int, default=512, help="KV cache length")
     ap.add_argument("--vocab", type=int, default=32000)
+    ap.add_argument("--attention", choices=("grow", "static"), default="grow",
+                    help="decode attention over the cache's filled part, a new key length every step (grow, the "
+                         "default), or over the whole cache with the unwritten positions masked (static: one shape)")
+    ap.add_argument("--sdpa", choices=("default", "flash", "efficient", "cudnn", "math"), default="default",
+                    help="scaled_dot_product_attention's backend (default: PyTorch's choice)")
     args = ap.parse_args()
     if args.d_model % args.heads:
         ap.error("--d-model must be a multiple of --heads")
@@ -120,7 +140,8 @@ def main():
     loop_common.log(f"decode_loop: {params / 1e6:.1f} M parameters, batch {args.batch}, {args.steps} steps "
                     f"({args.warmup} warm-up)")
     cfg = {"layers": args.layers, "d_model": args.d_model, "heads": args.heads, "batch": args.batch,
-           "prompt": args.prompt, "max_len": args.max_len, "vocab": args.vocab, "params": params, "dtype": "bf16"}
+           "prompt": args.prompt, "max_len": args.max_len, "vocab": args.vocab, "params": params, "dtype": "bf16",
+           "attention": args.attention, "sdpa": args.sdpa}
     loop_common.run("decode_loop", args, step,
                     extra=lambda: {"config": cfg, "cache_wraps": state["wraps"], "last_tokens": state["last"][:4]})
 
