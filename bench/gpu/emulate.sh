@@ -125,7 +125,9 @@ for loop in loops:
                              "iterations_followed": pr.get("iterations_followed"),
                              "guard_probes": pr.get("guard_probes"),
                              "spins": pr.get("emulate_spins"), "spin_ms": (int(pr["emulate_spin_ns"]) / 1e6) if "emulate_spin_ns" in pr else None,
-                             "unknown_stream": pr.get("emulate_unknown_stream"), "failed": pr.get("emulate_failed")}
+                             "unknown_stream": pr.get("emulate_unknown_stream"), "failed": pr.get("emulate_failed"),
+                             # The plan's baseline against this run's default clock (run_report.cc).
+                             "plan_iteration_matches": pe.get("plan_iteration", {}).get("matches")}
                 if name == "emulate" and "emulated" in pe:
                     row["within_run_pct"] = pe["emulated"]["measured_slowdown_pct"]
                     row["within_run_from"] = pe["emulated"]["measured_from"]
