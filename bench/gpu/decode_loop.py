@@ -5,13 +5,18 @@ Model: a small decoder-only transformer in bf16 (`--layers` pre-norm blocks, d `
 learned positions, head tied to the token embedding), random weights. A prompt of
 `--prompt` tokens per sequence is prefilled once (before the loop), then every step decodes one
 token for each of `--batch` sequences: per layer LayerNorm, QKV projection, the new K and V
-written into a preallocated cache, attention of the one query over the cache
-(scaled_dot_product_attention), output projection, MLP; then the head and argmax. The tokens are
+written into a preallocated cache, attention of the one query over the whole cache with the
+positions not yet written masked (scaled_dot_product_attention; one shape every step, as a static
+KV cache; `--attention grow` attends over the filled part instead), output projection, MLP; then
+the head and argmax. The tokens are
 copied to the host every step (`.tolist()`, as a server streaming tokens does): the loop's own
 per-step sync. When the cache is full (`--max-len`) the position goes back to just after the
 prompt, so every step stays a one-token decode over at most max-len cached positions.
 Mostly small, launch-bound kernels: roughly 15 per layer per step. Defaults (8 layers, d 1024,
-batch 8) aim at a step of roughly 2-10 ms on one H200 (not yet measured there).
+batch 8): 3.3-4.4 ms a step on an H100 (BENCHMARKS.md, "The decode loop's two regimes"), host-bound.
+Before 2026-12-07 the loop attended over the filled part only (`--attention grow`): with
+PyTorch's default backend (cuDNN attention) each new key length cost ~50 ms the first time, so
+the first 384 steps ran ~18x slower than the rest.
 
 Prints one JSON line on stdout: {"workload": "decode_loop", "median_step_ms", "steps", ...};
 see loop_common.py for every option (--steps, --warmup, --nvtx, --torch-profiler OUT.json,
@@ -126,9 +131,12 @@ def main():
     ap.add_argument("--prompt", type=int, default=128, help="prompt tokens per sequence (prefilled once)")
     ap.add_argument("--max-len", type=int, default=512, help="KV cache length")
     ap.add_argument("--vocab", type=int, default=32000)
-    ap.add_argument("--attention", choices=("grow", "static"), default="grow",
-                    help="decode attention over the cache's filled part, a new key length every step (grow, the "
-                         "default), or over the whole cache with the unwritten positions masked (static: one shape)")
+    ap.add_argument("--attention", choices=("grow", "static"), default="static",
+                    help="decode attention over the whole cache with the unwritten positions masked (static, the "
+                         "default: one shape every step), or over the cache's filled part, a key length one longer "
+                         "every step (grow: with PyTorch's default backend, cuDNN attention, each new length costs "
+                         "~50 ms the first time it comes, so the first --max-len minus --prompt steps run ~18x "
+                         "slower; the loop before 2026-12-07)")
     ap.add_argument("--sdpa", choices=("default", "flash", "efficient", "cudnn", "math"), default="default",
                     help="scaled_dot_product_attention's backend (default: PyTorch's choice)")
     args = ap.parse_args()
