@@ -93,7 +93,8 @@ std::optional<PlanRegime> PlanRegimeOf(const trace::RunMeasurement& r) {
   const auto& split = *r.plan;
   const bool interleaved = split.interleaved_default_step.second >= kMinInterleaved;
   const auto& step = interleaved ? split.interleaved_default_step : split.before_step;
-  if (planned_ns <= 0 || step.first <= 0) return std::nullopt;
+  // A step from fewer than kMinInterleaved iterations says too little to warn on.
+  if (planned_ns <= 0 || step.first <= 0 || step.second < kMinInterleaved) return std::nullopt;
   return PlanRegime{planned_ns * 1e-6, Ms(step.first),
                     fmt::format("median of {} iterations at the default clock {}", step.second,
                                 interleaved ? "between the plan's (the guard's re-timings)" : "before the plan")};

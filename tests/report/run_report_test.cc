@@ -77,6 +77,11 @@ TEST(RunReportTest, ARunInAnotherRegimeThanThePlansIterationIsWarnedOf) {
   EXPECT_NEAR(j.at("policy_effect").at("plan_iteration").at("default_clock_ms").get<double>(), 40.0, 1e-9);
   EXPECT_FALSE(j.at("policy_effect").at("plan_iteration").at("matches").get<bool>());
 
+  // Fewer than five iterations on the default clock say too little to compare.
+  t.meta.run->plan->before_step = {40 * kMs, 4};
+  EXPECT_FALSE(RunToJson("run.emotrace", t).at("policy_effect").contains("plan_iteration"));
+  t.meta.run->plan->before_step = {40 * kMs, 8};
+
   // A run without the plan's baseline (a policy that carries none) says nothing of it.
   t.meta.run->policy_run.erase("predicted_baseline_ns");
   EXPECT_FALSE(RunToJson("run.emotrace", t).at("policy_effect").contains("plan_iteration"));

@@ -33,8 +33,8 @@ struct OptimizeArgs {
   std::string devices_dir;
   double max_slowdown = 0.02;
   std::string time_margin = "auto";  // a fraction, or "auto"
-  double min_pack_ms = 0;        // 0: 20 switch latencies (below)
-  double switch_latency_us = -1;  // -1: the device file's
+  double min_pack_ms = 0;             // 0: 20 switch latencies (below)
+  double switch_latency_us = -1;      // -1: the device file's
   std::string solver = "auto";
   std::string policy, frontier, json, report, iteration;
   bool allow_device_mismatch = false;
