@@ -942,8 +942,8 @@ std::string FragileTimeWarning(const TracePlan& plan, const TracePlan::Sensitivi
   return fmt::format(
       "fragile plan: with {:g} times the extra time the model gives its clocks, the iteration is {:+.1f} % against "
       "the planned {:+.1f} % (target +{:.1f} %): the plan spends slack that runs out just beyond it, so a small error "
-      "in the model's times costs far more than itself; --time-margin auto (or 0.25) plans clear of it, and `emo run "
-      "--guard` falls back to the default clock when iterations overrun",
+      "in the model's times costs far more than itself; a larger --time-margin (auto, the default, tries up to 1) "
+      "plans clear of it, and `emo run --guard` falls back to the default clock when iterations overrun",
       fragile.extra_factor, SlowdownPct(plan.baseline, fragile.plan), SlowdownPct(plan.baseline, plan.plan),
       TargetPct(plan));
 }
