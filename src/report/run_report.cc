@@ -211,6 +211,9 @@ nlohmann::json RunToJson(const std::string& path, const trace::Trace& t) {
   j["step_time_ms"] = {{"untraced", OrNull(r.untraced_step_ns > 0 ? Ms(r.untraced_step_ns) : -1)},
                        {"untraced_p10", OrNull(r.untraced_step_p10_ns > 0 ? Ms(r.untraced_step_p10_ns) : -1)},
                        {"untraced_p90", OrNull(r.untraced_step_p90_ns > 0 ? Ms(r.untraced_step_p90_ns) : -1)},
+                       {"untraced_first_third", OrNull(r.untraced_first_third_ns > 0 ? Ms(r.untraced_first_third_ns) : -1)},
+                       {"untraced_last_third", OrNull(r.untraced_last_third_ns > 0 ? Ms(r.untraced_last_third_ns) : -1)},
+                       {"steady", !r.Drifted()},
                        {"traced", OrNull(r.traced_step_ns > 0 ? Ms(r.traced_step_ns) : -1)},
                        {"tracing_overhead_pct", both ? nlohmann::json(OverheadPct(r)) : nlohmann::json(nullptr)}};
   nlohmann::json gpus = nlohmann::json::array();
@@ -330,6 +333,14 @@ std::string RunText(const std::string& path, const trace::Trace& t) {
   } else if (r.traced_step_ns > 0) {
     s += fmt::format("  step time         {:.3f} ms traced; no untraced iterations to compare (run more iterations)\n",
                      Ms(r.traced_step_ns));
+  }
+  if (r.Drifted()) {
+    s += fmt::format("  WARNING           the step changed during the run: {:.3f} ms over the first third of the untraced "
+                     "iterations, {:.3f} ms over the last third (x{:.2f}); the median mixes two regimes of the program "
+                     "(a warm-up, a new phase, a busier host), and what was traced describes one of them at most: "
+                     "trace and run it where its step is steady\n",
+                     Ms(r.untraced_first_third_ns), Ms(r.untraced_last_third_ns),
+                     static_cast<double>(r.untraced_last_third_ns) / static_cast<double>(r.untraced_first_third_ns));
   }
   for (const auto& g : r.gpus) {
     s += fmt::format("  GPU {} {:<12}", g.device, g.name.empty() ? "(unnamed)" : g.name);

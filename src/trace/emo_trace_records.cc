@@ -430,6 +430,11 @@ RunMeasurement MeasureRun(const EmoRecords& r) {
   m.untraced_step_ns = Quantile(untraced, 0.5);
   m.untraced_step_p10_ns = Quantile(untraced, 0.1);
   m.untraced_step_p90_ns = Quantile(untraced, 0.9);
+  if (static_cast<int64_t>(untraced.size()) >= RunMeasurement::kDriftMinIterations) {
+    const auto third = static_cast<ptrdiff_t>(untraced.size() / 3);
+    m.untraced_first_third_ns = Quantile(std::vector<TimeNs>(untraced.begin(), untraced.begin() + third), 0.5);
+    m.untraced_last_third_ns = Quantile(std::vector<TimeNs>(untraced.end() - third, untraced.end()), 0.5);
+  }
 
   std::pair<TimeNs, TimeNs> traced_span{0, 0};
   for (const auto& it : its) {

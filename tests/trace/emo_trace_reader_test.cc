@@ -5,6 +5,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <map>
 #include <random>
 #include <string>
@@ -281,6 +282,48 @@ TEST(EmoTraceReaderTest, TheEnergyWindowStartsAtTheFirstIterationTheCounterReads
   EXPECT_FALSE(none->meta.run->gpus[0].HasEnergy());
   EXPECT_EQ(none->meta.run->gpus[0].iterations, 6);
   std::filesystem::remove(none_path);
+}
+
+// A monitored run whose step falls 20-fold after its first 40 iterations (the decode loop's first
+// pass over its cache lengths) is not steady, and the run report says so; one whose step only
+// wobbles is.
+TEST(EmoTraceReaderTest, AStepThatChangesDuringTheRunIsFlagged) {
+  auto run_of = [](const std::function<int64_t(uint64_t)>& step_ns) {
+    EmoTraceWriter w;
+    w.Meta({{"format", "emo-trace"}, {"config.mode", "monitor"}, {"iteration.source", "launch_period"}});
+    int64_t t = kT0;
+    for (uint64_t i = 0; i < 90; ++i) {
+      const int64_t ns = step_ns(i);
+      w.Add(ef::RecordType::kIteration,
+            ef::IterationRecord{i, t, t + ns, static_cast<uint32_t>(ef::IterationSource::kLaunchPeriod), 0, 2, ef::kNoName});
+      t += ns;
+    }
+    w.Flush(false);
+    w.End();
+    return w.bytes();
+  };
+  const auto two = WriteTemp("two_regimes.emotrace", run_of([](uint64_t i) { return i < 40 ? 40 * kMs : 2 * kMs; }));
+  auto t = trace::ReadTrace(two);
+  ASSERT_TRUE(t.ok()) << t.status().message();
+  const auto& r = *t->meta.run;
+  EXPECT_EQ(r.untraced_iterations, 88);  // past the two start-up iterations
+  EXPECT_EQ(r.untraced_first_third_ns, 40 * kMs);
+  EXPECT_EQ(r.untraced_last_third_ns, 2 * kMs);
+  EXPECT_TRUE(r.Drifted());
+  EXPECT_NE(report::RunText(two, *t).find("the step changed during the run: 40.000 ms over the first third of the "
+                                          "untraced iterations, 2.000 ms over the last third (x0.05)"),
+            std::string::npos)
+      << report::RunText(two, *t);
+  EXPECT_FALSE(report::RunToJson(two, *t)["step_time_ms"]["steady"].get<bool>());
+  std::filesystem::remove(two);
+
+  const auto wobbly = WriteTemp("wobbly.emotrace", run_of([](uint64_t i) { return (i % 3 == 0 ? 13 : 10) * kMs; }));
+  auto u = trace::ReadTrace(wobbly);
+  ASSERT_TRUE(u.ok()) << u.status().message();
+  EXPECT_FALSE(u->meta.run->Drifted());
+  EXPECT_EQ(report::RunText(wobbly, *u).find("the step changed"), std::string::npos);
+  EXPECT_TRUE(report::RunToJson(wobbly, *u)["step_time_ms"]["steady"].get<bool>());
+  std::filesystem::remove(wobbly);
 }
 
 // `emo run`: the iterations before the plan's first switch and those while it held, each with

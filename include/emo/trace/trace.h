@@ -214,6 +214,17 @@ struct RunMeasurement {
   TimeNs untraced_step_ns = -1;   // median host time per untraced iteration (-1: none)
   TimeNs traced_step_ns = -1;     // median host time per traced iteration (-1: none)
   TimeNs untraced_step_p10_ns = -1, untraced_step_p90_ns = -1;
+  // The median untraced step over the first and over the last third of the untraced iterations, in
+  // run order (-1: fewer than kDriftMinIterations): a program whose step moves between them by
+  // more than kDriftFactor (Drifted) ran in two regimes, and the median above mixes them.
+  TimeNs untraced_first_third_ns = -1, untraced_last_third_ns = -1;
+  static constexpr int64_t kDriftMinIterations = 30;
+  static constexpr double kDriftFactor = 1.5;
+  bool Drifted() const {
+    if (untraced_first_third_ns <= 0 || untraced_last_third_ns <= 0) return false;
+    const double a = static_cast<double>(untraced_first_third_ns), b = static_cast<double>(untraced_last_third_ns);
+    return a > kDriftFactor * b || b > kDriftFactor * a;
+  }
   std::vector<TimeNs> iteration_ns;   // every iteration's host time, in order
   std::vector<bool> iteration_traced;
   std::vector<GpuEnergy> gpus;
