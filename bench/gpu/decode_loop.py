@@ -8,9 +8,8 @@ token for each of `--batch` sequences: per layer LayerNorm, QKV projection, the 
 written into a preallocated cache, attention of the one query over the whole cache with the
 positions not yet written masked (scaled_dot_product_attention; one shape every step, as a static
 KV cache; `--attention grow` attends over the filled part instead), output projection, MLP; then
-the head and argmax. The tokens are
-copied to the host every step (`.tolist()`, as a server streaming tokens does): the loop's own
-per-step sync. When the cache is full (`--max-len`) the position goes back to just after the
+the head and argmax. The tokens are copied to the host every step (`.tolist()`, as a server
+streaming tokens does): the loop's own per-step sync. When the cache is full (`--max-len`) the position goes back to just after the
 prompt, so every step stays a one-token decode over at most max-len cached positions.
 Mostly small, launch-bound kernels: roughly 15 per layer per step. Defaults (8 layers, d 1024,
 batch 8): 3.3-4.4 ms a step on an H100 (BENCHMARKS.md, "The decode loop's two regimes"), host-bound.
