@@ -73,18 +73,15 @@ std::optional<Emulated> EmulatedOf(const trace::RunMeasurement& r) {
                   split.paired_in_force_over_default.second};
 }
 
-// A plan holds for the iteration it was made from. When this run's default-clock iterations take
-// more than kRegimeFactor times as long as the plan's baseline, or less than 1/kRegimeFactor, the
-// program ran in another regime than the trace (a warm-up phase traced, other inputs or sizes):
-// the plan's predicted slowdown and saving are not this run's. The same program on a busier host
-// reads the same way (an H100 host's decode loop: x1.62 in one process of three). The factor is
-// wide enough for most of a CPU-bound loop's drift between processes (up to ~1.3x on the H200's
-// training loop) and for the launch callbacks `emo run` keeps on.
-constexpr double kRegimeFactor = 1.5;
+// A plan holds for the iteration it was made from. When this run's default-clock iterations and
+// the plan's baseline are in two regimes of the program (trace::InAnotherRegime: a warm-up phase
+// traced, other inputs or sizes, or the same program on a busier host, as an H100 host's decode
+// loop read x1.62 in one process of three), the plan's predicted slowdown and saving are not
+// this run's.
 struct PlanRegime {
   double planned_ms = 0, default_ms = 0;
   std::string default_from;  // which of this run's iterations
-  bool Differs() const { return default_ms > kRegimeFactor * planned_ms || default_ms * kRegimeFactor < planned_ms; }
+  bool Differs() const { return trace::InAnotherRegime(default_ms, planned_ms); }
 };
 std::optional<PlanRegime> PlanRegimeOf(const trace::RunMeasurement& r) {
   const auto it = r.policy_run.find("predicted_baseline_ns");
@@ -268,7 +265,7 @@ nlohmann::json RunToJson(const std::string& path, const trace::Trace& t) {
           {"note", fmt::format("the plan's iteration at the default clock (its baseline) against this run's; beyond "
                                "x{:.1f} either way the program ran in another regime than the trace the plan came "
                                "from, and the plan's predictions do not apply",
-                               kRegimeFactor)}};
+                               trace::kRegimeFactor)}};
     }
     if (const auto e = EmulatedOf(r)) {
       j["policy_effect"]["emulated"] = {

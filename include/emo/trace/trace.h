@@ -202,6 +202,16 @@ struct GpuEnergy {
   bool Measurable() const { return HasEnergy() && uncertainty_per_iteration_j <= 0.25 * energy_per_iteration_j; }
 };
 
+// Two step times of one program more than kRegimeFactor apart, either way, are two regimes of it
+// (a warm-up, another phase or input, a busier host) rather than its drift: a CPU-bound loop's
+// step moves up to ~1.3x between processes (the H200's training loop), and `emo run` keeps launch
+// callbacks on. Used for a run's first against last third (RunMeasurement::Drifted) and for a
+// run's default-clock step against the plan's baseline (`emo run`'s report).
+inline constexpr double kRegimeFactor = 1.5;
+inline bool InAnotherRegime(double a, double b) {
+  return a > 0 && b > 0 && (a > kRegimeFactor * b || b > kRegimeFactor * a);
+}
+
 struct RunMeasurement {
   std::string mode;               // "trace" | "monitor"
   std::string iteration_source;   // "nvtx" | "launch_period" | "none"
@@ -216,14 +226,11 @@ struct RunMeasurement {
   TimeNs untraced_step_p10_ns = -1, untraced_step_p90_ns = -1;
   // The median untraced step over the first and over the last third of the untraced iterations, in
   // run order (-1: fewer than kDriftMinIterations): a program whose step moves between them by
-  // more than kDriftFactor (Drifted) ran in two regimes, and the median above mixes them.
+  // more than kRegimeFactor (Drifted) ran in two regimes, and the median above mixes them.
   TimeNs untraced_first_third_ns = -1, untraced_last_third_ns = -1;
   static constexpr int64_t kDriftMinIterations = 30;
-  static constexpr double kDriftFactor = 1.5;
   bool Drifted() const {
-    if (untraced_first_third_ns <= 0 || untraced_last_third_ns <= 0) return false;
-    const double a = static_cast<double>(untraced_first_third_ns), b = static_cast<double>(untraced_last_third_ns);
-    return a > kDriftFactor * b || b > kDriftFactor * a;
+    return InAnotherRegime(static_cast<double>(untraced_first_third_ns), static_cast<double>(untraced_last_third_ns));
   }
   std::vector<TimeNs> iteration_ns;   // every iteration's host time, in order
   std::vector<bool> iteration_traced;
