@@ -246,8 +246,10 @@ std::pair<size_t, size_t> LongestAbuttingRun(const std::vector<emo_format::Itera
 std::vector<GpuEnergy> GpuEnergies(const EmoRecords& r, const std::vector<emo_format::IterationRecord>& its,
                                    const std::vector<bool>& usable, std::pair<TimeNs, TimeNs> traced) {
   std::vector<GpuEnergy> out;
-  const std::pair<size_t, size_t> any =
-      LongestAbuttingRun(its, usable, std::numeric_limits<TimeNs>::min(), std::numeric_limits<TimeNs>::max());
+  // The longest run regardless of reads, for a GPU whose reads bracket none.
+  auto any = [&] {
+    return LongestAbuttingRun(its, usable, std::numeric_limits<TimeNs>::min(), std::numeric_limits<TimeNs>::max());
+  };
 
   std::vector<uint32_t> devices;
   for (const auto& g : r.gpus) devices.push_back(g.device);
@@ -287,8 +289,8 @@ std::vector<GpuEnergy> GpuEnergies(const EmoRecords& r, const std::vector<emo_fo
     }
     // Without reads around any of them, the window still says which iterations it would be.
     std::pair<size_t, size_t> run =
-        reads.empty() ? any : LongestAbuttingRun(its, usable, reads.front().time_ns, reads.back().time_ns);
-    if (run.second == 0) run = any;
+        reads.empty() ? any() : LongestAbuttingRun(its, usable, reads.front().time_ns, reads.back().time_ns);
+    if (run.second == 0) run = any();
     const auto [best_first, best_n] = run;
     double e0 = 0, e1 = 0;
     if (best_n > 0) {
