@@ -19,7 +19,7 @@ CHILD = textwrap.dedent(r"""
     fake = ctypes.CDLL(os.environ["EMO_FAKE_CUPTI"], mode=os.RTLD_NOW | ctypes.RTLD_GLOBAL)
     fake.FakeCuptiSetTime.argtypes = [ctypes.c_int64]
     fake.FakeCuptiLaunch.argtypes = [ctypes.c_uint64]
-    fake.FakeCuptiWaitKernelActivity.argtypes = [ctypes.c_int, ctypes.c_int]
+    fake.FakeCuptiWaitActivity.argtypes = [ctypes.c_int, ctypes.c_int]
     import emo
 
     now = 2_000_000_000
@@ -51,7 +51,7 @@ CHILD = textwrap.dedent(r"""
         for _ in range(4):
             iteration()
         launch(0)                         # iteration 4 begins: the window [2, 4) is over
-        if not fake.FakeCuptiWaitKernelActivity(0, 60000):
+        if not fake.FakeCuptiWaitActivity(0, 60000):
             report["window"] = "activities stayed on"
         iteration(first=1)
         play(1)

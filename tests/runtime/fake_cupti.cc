@@ -484,11 +484,16 @@ __attribute__((visibility("default"))) void FakeCuptiNvtxPop() {
   Nvtx(CUPTI_CBID_NVTX_nvtxRangePop, "nvtxRangePop", &params, nullptr);
 }
 
-// Waits until kernel activity records are on (`on` = 1) or off (0); 1 when they are, 0 after
-// `timeout_ms` (a safety net: the state changes as soon as the tracer's thread looks).
-__attribute__((visibility("default"))) int FakeCuptiWaitKernelActivity(int on, int timeout_ms) {
+// Waits until the tracer's activity records are on (`on` = 1) or off (0): kernel records and API
+// records both, since the tracer switches the GPU kinds first and the API kinds after them either
+// way (Tracer::SetActivities), and a program thread let go between the two would make API records
+// a test does not expect. 1 when they are, 0 after `timeout_ms` (a safety net: the state changes
+// as soon as the tracer's thread looks).
+__attribute__((visibility("default"))) int FakeCuptiWaitActivity(int on, int timeout_ms) {
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
-  while (State().kinds[CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL].load() != (on != 0)) {
+  const auto& kinds = State().kinds;
+  while (kinds[CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL].load() != (on != 0) ||
+         kinds[CUPTI_ACTIVITY_KIND_RUNTIME].load() != (on != 0)) {
     if (std::chrono::steady_clock::now() > deadline) return 0;
     std::this_thread::sleep_for(std::chrono::milliseconds(1));
   }

@@ -39,7 +39,7 @@ struct Hooks {
   void (*launch)(uint64_t) = nullptr;
   void (*push)(const char*) = nullptr;
   void (*pop)() = nullptr;
-  int (*wait_kernels)(int, int) = nullptr;
+  int (*wait_activity)(int, int) = nullptr;
   void (*stream_sync)() = nullptr;
   int (*wait_launch_callback)(int, int) = nullptr;
   // The block calls (Python's `with emo.trace`), for a child started without the injection.
@@ -89,7 +89,7 @@ ChildResult RunChild(const std::map<std::string, std::string>& env, const std::f
     h.launch = reinterpret_cast<void (*)(uint64_t)>(dlsym(fake, "FakeCuptiLaunch"));
     h.push = reinterpret_cast<void (*)(const char*)>(dlsym(fake, "FakeCuptiNvtxPushA"));
     h.pop = reinterpret_cast<void (*)()>(dlsym(fake, "FakeCuptiNvtxPop"));
-    h.wait_kernels = reinterpret_cast<int (*)(int, int)>(dlsym(fake, "FakeCuptiWaitKernelActivity"));
+    h.wait_activity = reinterpret_cast<int (*)(int, int)>(dlsym(fake, "FakeCuptiWaitActivity"));
     h.stream_sync = reinterpret_cast<void (*)()>(dlsym(fake, "FakeCuptiStreamSync"));
     h.wait_launch_callback = reinterpret_cast<int (*)(int, int)>(dlsym(fake, "FakeCuptiWaitLaunchCallback"));
     h.finalized = reinterpret_cast<int (*)()>(dlsym(fake, "FakeCuptiFinalized"));
@@ -98,7 +98,7 @@ ChildResult RunChild(const std::map<std::string, std::string>& env, const std::f
     h.begin = reinterpret_cast<int (*)(const char*, char*, size_t)>(dlsym(library, "emo_trace_begin"));
     h.end = reinterpret_cast<int (*)(const char*, char*, size_t)>(dlsym(library, "emo_trace_end"));
     auto init = reinterpret_cast<int (*)()>(dlsym(library, "InitializeInjection"));
-    if (init == nullptr || h.launch == nullptr || h.wait_kernels == nullptr || h.stream_sync == nullptr ||
+    if (init == nullptr || h.launch == nullptr || h.wait_activity == nullptr || h.stream_sync == nullptr ||
         h.wait_launch_callback == nullptr || h.begin == nullptr || h.end == nullptr || h.finalized == nullptr ||
         h.stray_calls == nullptr || h.graph_launch == nullptr) {
       _exit(12);
@@ -156,7 +156,7 @@ bool SaidThread(const std::string& err, const std::string& name) {
 }
 
 void Wait(const Hooks& h, int on, const char* where) {
-  if (!h.wait_kernels(on, kWaitMs))
+  if (!h.wait_activity(on, kWaitMs))
     std::fprintf(stderr, "TEST: activities did not turn %s %s\n", on ? "on" : "off", where);
 }
 
