@@ -60,6 +60,8 @@ wait
 
 status=0
 summary=$OUT/summary.md
+table=$(mktemp)
+# The table goes to a file, not through a pipe, so that `status` is set in this shell.
 {
   echo
   echo "$(date -u '+%F %T UTC'): RUNS=$RUNS MAX_TIME=$MAX_TIME PARALLEL=$PARALLEL"
@@ -80,7 +82,9 @@ summary=$OUT/summary.md
     echo "| $t | ${execs:-0} | $secs | $rate | $crashes | ${corpus:-0} |"
     if [[ $rc -ne 0 || $crashes -ne 0 || ${execs:-0} -lt $RUNS ]]; then status=1; fi
   done
-} | tee -a "$summary"
+} >"$table"
+tee -a "$summary" <"$table"
+rm -f "$table"
 if [[ $status -ne 0 ]]; then
   echo "fuzz.sh: a target crashed or stopped short of $RUNS executions: see $OUT/logs/ and $OUT/artifacts/" >&2
 fi
