@@ -92,7 +92,7 @@ constexpr std::array<DiagnosticSpec, static_cast<size_t>(Diag::kCount)> kDiagnos
      "events; raise EMO_TRACE_BUFFER_MIB or trace fewer iterations"},
     {Diag::kEmoRecordSkipped, "emo_record_skipped", Severity::kInfo,
      "EMO trace records of a type this reader does not know (a newer writer), or damaged (a size past "
-     "their chunk, an end_ns - start_ns beyond 64 bits), skipped"},
+     "their chunk, a time before the clock's epoch or past 2^62 ns), skipped"},
     {Diag::kDuplicateEvent, "duplicate_event", Severity::kWarning,
      "a GPU op or CUDA API call identical to an earlier one (same correlation, times, name, stream or thread: "
      "the same event written twice, as when traces are concatenated); the copy is dropped"},

@@ -11,15 +11,27 @@ namespace {
 
 namespace ef = emo_format;
 
-// Appends the record; false (not appended) for damage no writer produces: a record whose
-// end_ns - start_ns does not fit in 64 bits, which every later step would overflow on.
+// The latest time a record may carry: 2^62 ns (146 years of the CUPTI clock, which counts from
+// the Unix epoch). With every time in [0, kMaxTimeNs] the sum or difference of any two fits in 64
+// bits, which the later steps (spans, gaps, windows widened around a stretch) rely on.
+constexpr int64_t kMaxTimeNs = int64_t{1} << 62;
+
+bool InTimeRange(int64_t t) { return t >= 0 && t <= kMaxTimeNs; }
+
+// Appends the record; false (not appended) for damage no writer produces: a time before the
+// clock's epoch or past kMaxTimeNs.
 template <typename T>
 bool Decode(const unsigned char* body, size_t size, std::vector<T>* out) {
   T record;
   ef::GetRecord(body, size, &record);
-  if constexpr (requires { record.end_ns - record.start_ns; }) {
-    int64_t span = 0;
-    if (__builtin_sub_overflow(record.end_ns, record.start_ns, &span)) return false;
+  if constexpr (requires { record.start_ns; }) {
+    if (!InTimeRange(record.start_ns) || !InTimeRange(record.end_ns)) return false;
+  }
+  if constexpr (requires { record.time_ns; }) {
+    if (!InTimeRange(record.time_ns)) return false;
+  }
+  if constexpr (requires { record.device_ns; }) {
+    if (!InTimeRange(record.device_ns)) return false;
   }
   out->push_back(record);
   return true;

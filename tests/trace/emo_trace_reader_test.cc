@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <limits>
 #include <map>
 #include <random>
 #include <string>
@@ -230,6 +231,29 @@ TEST(EmoTraceReaderTest, TheSmClockIsSummedOverTheTracedIterationsAndTheEnergyWi
   EXPECT_FALSE(old_trace->meta.run->gpus[0].clock.Known());
   EXPECT_FALSE(old_trace->meta.run->gpus[0].traced_clock.Known());
   std::filesystem::remove(old_path);
+}
+
+// A record time no writer produces (before the clock's epoch, or past 2^62 ns, where the
+// difference of two times would overflow) is skipped and counted; the rest of the file reads as
+// before. Here on clock reads, whose windows are widened around the traced iterations.
+TEST(EmoTraceReaderTest, RecordTimesOutsideTheClocksRangeAreSkipped) {
+  std::vector<ef::ClockRecord> clocks;
+  for (int64_t t = kT0 - 100 * kMs; t <= kT0 + 15 * kIteration; t += 50 * kMs) clocks.push_back({t, 0, 0, 1980});
+  for (int64_t bad : {int64_t{-1}, std::numeric_limits<int64_t>::min(), (int64_t{1} << 62) + 1,
+                      std::numeric_limits<int64_t>::max()}) {
+    clocks.push_back({bad, 0, 0, 100});
+  }
+  const auto path = WriteTemp("clock_range.emotrace", TwoStreamLoop(false, true, false, 0, {}, clocks));
+  auto t = trace::ReadTrace(path);
+  ASSERT_TRUE(t.ok()) << t.status().message();
+  EXPECT_EQ(t->diagnostics.Count(Diag::kEmoRecordSkipped), 4u);
+  EXPECT_EQ(t->gpu.size(), 4u);
+  ASSERT_EQ(t->meta.run->gpus.size(), 1u);
+  const auto& g = t->meta.run->gpus[0];
+  EXPECT_EQ(g.traced_clock.min_mhz, 1980);
+  EXPECT_EQ(g.clock.min_mhz, 1980);
+  EXPECT_EQ(g.clock.samples, 13);
+  std::filesystem::remove(path);
 }
 
 // Anchored iterations (the tracer's launch callbacks off) count like launch-period ones, and

@@ -53,7 +53,7 @@ enum class Diag : uint16_t {
   kIterationTooShort,         // the steady iteration is too short to analyse meaningfully
   kTraceTruncated,            // an EMO trace that ends before the writer's end chunk
   kRecordsDropped,            // activity records the tracer lost (CUPTI or its buffer pool)
-  kEmoRecordSkipped,          // an EMO trace record of an unknown type, a bad size or a span past 64 bits
+  kEmoRecordSkipped,          // an EMO trace record of an unknown type, a bad size or a time outside [0, 2^62] ns
   kDuplicateEvent,            // a GPU op or API call identical to an earlier one (dropped)
   kCount
 };
