@@ -123,7 +123,7 @@ std::optional<SwitchLeads> SwitchLeadsOf(const trace::Trace& t) {
   SwitchLeads l;
   std::vector<double> ms;
   for (const auto& s : t.meta.run->switch_times) {
-    if (static_cast<size_t>(s.pack) >= first_call.size()) continue;
+    if (static_cast<size_t>(s.pack) >= first_call.size() || first_call[static_cast<size_t>(s.pack)] < 0) continue;
     ++l.asked;
     // The iteration's first call: the tracer timed its launch in that call's callback, which
     // CUPTI's record of the call may not enclose to the nanosecond: the call enclosing that time,

@@ -356,7 +356,13 @@ RunMeasurement MeasureRun(const EmoRecords& r) {
   m.iteration_anchor = ToString(r.meta, "iteration.anchor", "");
   m.host = ToString(r.meta, "host", "");
   m.pid = MetaInt(r.meta, "pid", -1);
-  m.clock_realtime_offset_ns = MetaInt(r.meta, "clock.realtime_ns", 0) - MetaInt(r.meta, "clock.cupti_ns", 0);
+  // Both clocks count from the Unix epoch; a value outside the records' range (damage) counts as
+  // unknown, so that the offset and any time shifted by it stay within 64 bits.
+  auto meta_time = [&r](const char* key) {
+    const int64_t t = MetaInt(r.meta, key, 0);
+    return InTimeRange(t) ? t : 0;
+  };
+  m.clock_realtime_offset_ns = meta_time("clock.realtime_ns") - meta_time("clock.cupti_ns");
   m.complete = r.complete;
   m.end_note = r.end_note;
   m.end_reason = ToString(r.meta, "end.reason", "");
@@ -365,12 +371,17 @@ RunMeasurement MeasureRun(const EmoRecords& r) {
   m.callbacks_non_launch = MetaInt(r.meta, "callbacks.non_launch", -1);
   m.callbacks_launch_off = MetaInt(r.meta, "callbacks.launch_off", -1);
   m.callbacks_launch_off_iterations = MetaInt(r.meta, "callbacks.launch_off_iterations", -1);
-  for (const auto& d : r.dropped) m.dropped_records += static_cast<int64_t>(d.dropped);
+  uint64_t dropped = 0;
+  for (const auto& d : r.dropped) dropped = d.dropped > UINT64_MAX - dropped ? UINT64_MAX : dropped + d.dropped;
+  m.dropped_records = static_cast<int64_t>(std::min<uint64_t>(dropped, std::numeric_limits<int64_t>::max()));
   for (const auto& [key, value] : r.meta) {
     if (key.rfind("run.", 0) == 0) m.policy_run[key.substr(4)] = value;
   }
   for (const auto& f : MetaLists(r.meta, "run.switch_times_ns")) {
-    if (f.size() == 3 && f[0] >= 0) m.switch_times.push_back({f[0], f[1], f[2]});
+    // Iteration start -1: not timed.
+    if (f.size() == 3 && f[0] >= 0 && InTimeRange(f[1]) && (f[2] == -1 || InTimeRange(f[2]))) {
+      m.switch_times.push_back({f[0], f[1], f[2]});
+    }
   }
   for (const auto& f : MetaLists(r.meta, "run.pack_first_calls")) {
     if (f.size() == 1) m.pack_first_calls.push_back(f[0]);

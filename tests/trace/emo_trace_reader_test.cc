@@ -462,12 +462,14 @@ TEST(EmoTraceReaderTest, EachReTimingIsPairedWithThePlansIterationsNextToIt) {
 }
 
 // `emo run --trace`: the switches the run timed and where its packs start, read as numbers; an
-// entry that is not "pack:applied:iteration_start" is skipped.
+// entry that is not "pack:applied:iteration_start", or whose times lie outside the records'
+// range, is skipped.
 TEST(EmoTraceReaderTest, SwitchTimesAndPackFirstCallsAreRead) {
   const auto path = WriteTemp("switch_times.emotrace",
                               TwoStreamLoop(false, true, false, 0,
                                             {{"run.followed", "1"},
-                                             {"run.switch_times_ns", "1:500:400,0:900:-1,7:1,2:1000:950"},
+                                             {"run.switch_times_ns",
+                                              "1:500:400,0:900:-1,7:1,3:-5:100,4:100:9223372036854775807,2:1000:950"},
                                              {"run.pack_first_calls", "0,3,7"}}));
   auto t = trace::ReadTrace(path);
   std::filesystem::remove(path);
